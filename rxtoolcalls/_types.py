@@ -1,0 +1,152 @@
+"""Frozen values crossing the public boundary: calls, turns, and the operators' elements."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "AssistantTurn",
+    "ChoiceEnd",
+    "StreamEnd",
+    "ToolCall",
+    "ToolCallBuffer",
+    "ToolCallStarted",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One complete tool call whose ``arguments`` parsed as a JSON object."""
+
+    index: int
+    id: str
+    name: str
+    arguments: str
+    parsed_arguments: dict[str, Any] = field(compare=False, repr=False)
+    type: str = "function"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the call in the Chat Completions ``tool_calls`` entry shape."""
+        return {
+            "id": self.id,
+            "type": self.type,
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantTurn:
+    """One assembled assistant turn of one choice: prose, refusal, reasoning and tool calls.
+
+    ``content`` is ``None`` when no content delta was sent; ``tool_calls`` is ordered by
+    ``index``; ``usage`` is the last usage object any chunk carried, as a dict.
+    """
+
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
+    refusal: str | None = None
+    reasoning: str | None = None
+    usage: dict[str, Any] | None = None
+    choice_index: int = 0
+
+    @property
+    def has_tool_calls(self) -> bool:
+        """Whether the turn asks for tools (whatever ``finish_reason`` says)."""
+        return bool(self.tool_calls)
+
+    def to_message(self) -> dict[str, Any]:
+        """Return the assistant message to send back to the Chat Completions API.
+
+        >>> AssistantTurn(content="Hi", finish_reason="stop").to_message()
+        {'role': 'assistant', 'content': 'Hi'}
+        """
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.refusal is not None:
+            message["refusal"] = self.refusal
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_dict() for call in self.tool_calls]
+        return message
+
+    def tool_messages(
+        self, results: Mapping[str, object] | Sequence[object]
+    ) -> list[dict[str, Any]]:
+        """Return one ``{"role": "tool", "tool_call_id", "content"}`` message per call, in order.
+
+        ``results`` maps each call id to its result, or lists the results in call order.
+        A ``str`` result is sent as is; anything else is JSON-encoded.
+        Raises ``ValueError`` unless there is exactly one result per call.
+        """
+        ids = [call.id for call in self.tool_calls]
+        if isinstance(results, Mapping):
+            missing = [i for i in ids if i not in results]
+            extra = [k for k in results if k not in ids]
+            if missing or extra:
+                raise ValueError(
+                    f"results must answer every tool call exactly once: "
+                    f"missing {missing}, unknown {extra}"
+                )
+            values = [results[i] for i in ids]
+        else:
+            if isinstance(results, str | bytes) or len(results) != len(ids):
+                raise ValueError(
+                    f"expected {len(ids)} results in call order, got "
+                    f"{'a string' if isinstance(results, str | bytes) else len(results)}"
+                )
+            values = list(results)
+        return [
+            {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "content": value if isinstance(value, str) else json.dumps(value),
+            }
+            for call_id, value in zip(ids, values, strict=True)
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    """Progress signal: call ``index`` of choice ``choice_index`` is named ``name``.
+
+    ``count`` is how many calls have been named so far in the stream, this one included.
+    """
+
+    index: int
+    id: str | None
+    name: str
+    count: int
+    choice_index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallBuffer:
+    """A tool call whose argument pieces are joined but not yet parsed."""
+
+    choice_index: int
+    index: int
+    id: str | None
+    name: str | None
+    type: str | None
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceEnd:
+    """Everything of one choice except its tool calls, as it stood when the source completed."""
+
+    index: int
+    content: str | None
+    refusal: str | None
+    reasoning: str | None
+    finish_reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """The last element before completion: per-choice ends (ordered by index) and usage."""
+
+    choices: tuple[ChoiceEnd, ...]
+    usage: dict[str, Any] | None

@@ -1,0 +1,379 @@
+"""The public operators: thin Rx skins over the assembler's rules.
+
+Element types along ``assemble()``::
+
+    Chunk ─group_by_index()─▶ ToolCallGroup | StreamEnd
+          ─concat_arguments()─▶ ToolCallBuffer | StreamEnd
+          ─on_finish_reason()─▶ ToolCallBuffer | StreamEnd   (checked)
+          ─atomic_batch()─▶ AssistantTurn                     (exactly one, or one error)
+
+A ``Chunk`` is a dict (parsed JSON) or an object with the same attributes, such as the openai
+SDK's ``ChatCompletionChunk``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeAlias
+
+import reactivex
+from reactivex import GroupedObservable, Observable, abc
+from reactivex.disposable import CompositeDisposable, Disposable
+
+from ._assembler import Call, TurnReader, build_turns, check_finish, single_turn
+from ._errors import StreamInterruptedError
+from ._lift import Stage, lift
+from ._types import AssistantTurn, StreamEnd, ToolCallBuffer, ToolCallStarted
+
+__all__ = [
+    "Chunk",
+    "ToolCallGroup",
+    "assemble",
+    "assemble_choices",
+    "atomic_batch",
+    "atomic_choices",
+    "concat_arguments",
+    "group_by_index",
+    "on_finish_reason",
+    "progress",
+]
+
+Chunk: TypeAlias = object
+"""A chat-completion chunk: a dict, or an object with the chunk's attributes."""
+
+Grouped: TypeAlias = "ToolCallGroup | StreamEnd"
+Joined: TypeAlias = "ToolCallBuffer | StreamEnd"
+
+
+def _discard(_piece: str) -> None:
+    """Drop a piece nobody subscribed to (a hot group, like Rx ``group_by``)."""
+
+
+class ToolCallGroup(GroupedObservable[int, str]):
+    """The argument pieces of one tool call, as a hot inner stream keyed by its ``index``.
+
+    ``index``, ``choice_index``, ``id`` and ``name`` are readable from the moment the group is
+    emitted (``id``/``name`` fill in if a provider sends them on a later fragment). The group
+    completes (or errors) with the chunk stream. Subscribe when it is emitted: like the inner
+    streams of ``group_by``, it does not replay pieces sent before a subscription.
+    """
+
+    def __init__(self, call: Call) -> None:
+        super().__init__(call.index, reactivex.empty())
+        self._call = call
+        self._observers: list[abc.ObserverBase[str]] = []
+        self._ended: Exception | bool = False
+        call.sink = _discard
+
+    @property
+    def index(self) -> int:
+        """The tool call's ``index`` (also the group's ``key``)."""
+        return self._call.index
+
+    @property
+    def choice_index(self) -> int:
+        """The index of the choice the call belongs to."""
+        return self._call.choice_index
+
+    @property
+    def id(self) -> str | None:
+        """The call's id, once sent."""
+        return self._call.id
+
+    @property
+    def name(self) -> str | None:
+        """The function name, once sent."""
+        return self._call.name
+
+    @property
+    def type(self) -> str | None:
+        """The call's ``type`` as sent (``None`` when the provider omits it)."""
+        return self._call.type
+
+    def __repr__(self) -> str:
+        return f"ToolCallGroup(index={self.index}, id={self.id!r}, name={self.name!r})"
+
+    def _route(self) -> None:
+        # One observer (the usual case): pieces go straight to its on_next, no fan-out loop.
+        observers = self._observers
+        if not observers:
+            self._call.sink = _discard
+        elif len(observers) == 1:
+            self._call.sink = observers[0].on_next
+        else:
+            snapshot = tuple(observers)
+
+            def fan_out(piece: str) -> None:
+                for observer in snapshot:
+                    observer.on_next(piece)
+
+            self._call.sink = fan_out
+
+    def _subscribe_core(
+        self, observer: abc.ObserverBase[str], scheduler: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
+        if self._ended is True:
+            observer.on_completed()
+            return Disposable()
+        if isinstance(self._ended, Exception):
+            observer.on_error(self._ended)
+            return Disposable()
+        self._observers.append(observer)
+        self._route()
+
+        def remove() -> None:
+            if observer in self._observers:
+                self._observers.remove(observer)
+                self._route()
+
+        return Disposable(remove)
+
+    def _end(self, error: Exception | None = None) -> None:
+        observers, self._observers = self._observers, []
+        self._call.sink = _discard
+        self._ended = error if error is not None else True
+        for observer in observers:
+            if error is None:
+                observer.on_completed()
+            else:
+                observer.on_error(error)
+
+
+def group_by_index() -> Callable[[Observable[Chunk]], Observable[Grouped]]:
+    """Split the chunk stream into one ``ToolCallGroup`` per tool call, then one ``StreamEnd``.
+
+    ``Observable[Chunk] -> Observable[ToolCallGroup | StreamEnd]``. A group is emitted on the
+    chunk that opens the call, keyed by its ``index`` (per choice); its elements are the
+    argument pieces (``str``). Content, refusal, reasoning, finish reasons and usage are read in
+    the same pass and emitted as the ``StreamEnd`` after every group has completed::
+
+        chunks:  -c0--c1--c2--c3-|          (c0 opens call 0, c3 opens call 1)
+        output:  -g0----------g1-(e,|)      g0: -"{"--"}"--|   e: StreamEnd
+
+    Wire errors become ``MalformedChunkError``/``ProviderError``; a source error becomes
+    ``StreamInterruptedError`` (cause kept); groups error with it. Cost: O(1) per fragment,
+    one inner stream per call. For the whole turn use ``assemble()``.
+    """
+
+    def make(observer: abc.ObserverBase[Grouped], _: CompositeDisposable) -> Stage[Chunk]:
+        groups: list[ToolCallGroup] = []
+
+        def on_open(call: Call) -> None:
+            group = ToolCallGroup(call)
+            groups.append(group)
+            observer.on_next(group)
+
+        reader = TurnReader(on_open=on_open)
+
+        def on_completed() -> None:
+            end = reader.end()
+            for group in groups:
+                group._end()
+            observer.on_next(end)
+            observer.on_completed()
+
+        def on_error(error: Exception) -> None:
+            for group in groups:
+                group._end(error)
+
+        return Stage(reader.feed, on_completed, on_error)
+
+    return lift(make)
+
+
+def concat_arguments() -> Callable[[Observable[Grouped]], Observable[Joined]]:
+    """Join each group's argument pieces into one ``ToolCallBuffer`` when the group completes.
+
+    ``Observable[ToolCallGroup | StreamEnd] -> Observable[ToolCallBuffer | StreamEnd]``; never
+    parses a piece; ``StreamEnd`` passes through::
+
+        input:   -g0----g1---(e,|)       g0: -"{"--"}"--|
+        output:  ------------(b0,b1,e,|) b0: ToolCallBuffer(arguments="{}")
+
+    Cost: one list append per piece and one join per call.
+    """
+
+    def make(observer: abc.ObserverBase[Joined], resources: CompositeDisposable) -> Stage[Grouped]:
+        def on_next(item: Grouped) -> None:
+            if isinstance(item, StreamEnd):
+                observer.on_next(item)
+                return
+            if not isinstance(item, ToolCallGroup):
+                raise TypeError(
+                    f"concat_arguments() takes the output of group_by_index(), got "
+                    f"{type(item).__name__}"
+                )
+            call = item._call
+            parts: list[str] = []
+
+            def done() -> None:
+                observer.on_next(
+                    ToolCallBuffer(
+                        call.choice_index, call.index, call.id, call.name, call.type, "".join(parts)
+                    )
+                )
+
+            # Inner errors also arrive on the outer stream, which reports them once.
+            resources.add(item.subscribe(parts.append, lambda _: None, done))
+
+        def on_completed() -> None:
+            observer.on_completed()
+
+        return Stage(on_next, on_completed)
+
+    return lift(make)
+
+
+def on_finish_reason(
+    *, require_finish_reason: bool = True
+) -> Callable[[Observable[Joined]], Observable[Joined]]:
+    """Apply the finish policy to each choice when its ``StreamEnd`` arrives; pass items on.
+
+    ``Observable[ToolCallBuffer | StreamEnd] -> Observable[ToolCallBuffer | StreamEnd]``::
+
+        input:   -(b0,e,|)   e.finish_reason == "tool_calls" or "stop"
+        output:  -(b0,e,|)
+        input:   -(b0,e,|)   e.finish_reason == "length"
+        output:  -(b0,#)     TruncatedToolCallError
+
+    Raises ``TruncatedToolCallError`` (``length`` with a call), ``ContentFilteredError``,
+    ``ProviderError`` (``error``), and ``StreamInterruptedError`` when a choice has no
+    finish_reason, unless ``require_finish_reason=False`` (for providers that never send one).
+    """
+
+    def make(observer: abc.ObserverBase[Joined], _: CompositeDisposable) -> Stage[Joined]:
+        buffers: list[ToolCallBuffer] = []
+
+        def on_next(item: Joined) -> None:
+            if isinstance(item, StreamEnd):
+                check_finish(item, buffers, require_finish_reason=require_finish_reason)
+            else:
+                buffers.append(item)
+            observer.on_next(item)
+
+        return Stage(on_next, observer.on_completed)
+
+    return lift(make)
+
+
+def _atomic(
+    observer: abc.ObserverBase[Any], emit: Callable[[tuple[AssistantTurn, ...]], Any]
+) -> Stage[Joined]:
+    buffers: list[ToolCallBuffer] = []
+    end: list[StreamEnd] = []
+
+    def on_next(item: Joined) -> None:
+        if isinstance(item, StreamEnd):
+            end.append(item)
+        else:
+            buffers.append(item)
+
+    def on_completed() -> None:
+        if not end:
+            raise StreamInterruptedError(
+                "the stream completed before its end was read; atomic_batch() takes the "
+                "output of on_finish_reason()"
+            )
+        result = emit(build_turns(buffers, end[-1]))
+        observer.on_next(result)
+        observer.on_completed()
+
+    return Stage(on_next, on_completed)
+
+
+def atomic_batch() -> Callable[[Observable[Joined]], Observable[AssistantTurn]]:
+    """Emit the whole ``AssistantTurn`` once when the source completes, or one error.
+
+    ``Observable[ToolCallBuffer | StreamEnd] -> Observable[AssistantTurn]``. Every buffer is
+    parsed (once) before anything is emitted::
+
+        input:   -b0--b1--(e,|)
+        output:  ---------(t,|)      t.tool_calls == (call 0, call 1)
+        input:   -b0--#
+        output:  -----#              nothing emitted: ops.retry(n) is safe
+
+    Raises ``InvalidArgumentsError`` or ``TruncatedToolCallError`` for arguments that are not
+    one complete JSON object, ``MalformedChunkError`` for a call without name or id, and
+    ``MultipleChoicesError`` for ``n>1`` (use ``atomic_choices()``).
+    """
+
+    def make(observer: abc.ObserverBase[AssistantTurn], _: CompositeDisposable) -> Stage[Joined]:
+        return _atomic(observer, single_turn)
+
+    return lift(make)
+
+
+def atomic_choices() -> Callable[[Observable[Joined]], Observable[tuple[AssistantTurn, ...]]]:
+    """Like ``atomic_batch()``, for ``n>1``: one tuple of turns, one per choice, by index."""
+
+    def make(
+        observer: abc.ObserverBase[tuple[AssistantTurn, ...]], _: CompositeDisposable
+    ) -> Stage[Joined]:
+        return _atomic(observer, lambda turns: turns)
+
+    return lift(make)
+
+
+def assemble(
+    *, require_finish_reason: bool = True
+) -> Callable[[Observable[Chunk]], Observable[AssistantTurn]]:
+    """Fold a chunk stream into exactly one ``AssistantTurn``, or one typed error.
+
+    ``Observable[Chunk] -> Observable[AssistantTurn]``; exactly
+    ``pipe(group_by_index(), concat_arguments(), on_finish_reason(), atomic_batch())``::
+
+        chunks:  -c-c-c-c-c-|
+        output:  -----------(t,|)
+
+    >>> import reactivex
+    >>> chunks = [{"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": "stop"}]}]
+    >>> reactivex.from_iterable(chunks).pipe(assemble()).run().content
+    'Hi'
+
+    Cost: O(1) per fragment; one join and one ``json.loads`` per call at the end. Without Rx,
+    use ``Assembler``; for ``n>1`` use ``assemble_choices()``.
+    """
+    return reactivex.compose(
+        group_by_index(),
+        concat_arguments(),
+        on_finish_reason(require_finish_reason=require_finish_reason),
+        atomic_batch(),
+    )
+
+
+def assemble_choices(
+    *, require_finish_reason: bool = True
+) -> Callable[[Observable[Chunk]], Observable[tuple[AssistantTurn, ...]]]:
+    """Like ``assemble()`` for ``n>1`` streams: one tuple with a turn per choice, atomically."""
+    return reactivex.compose(
+        group_by_index(),
+        concat_arguments(),
+        on_finish_reason(require_finish_reason=require_finish_reason),
+        atomic_choices(),
+    )
+
+
+def progress() -> Callable[[Observable[Chunk]], Observable[ToolCallStarted]]:
+    """Emit a ``ToolCallStarted`` on the very chunk that carries a call's name.
+
+    ``Observable[Chunk] -> Observable[ToolCallStarted]``; never partial arguments (pieces are
+    dropped, so memory stays constant)::
+
+        chunks:  -c0--c1--c2--c3-|       (c0 names call 0, c3 names call 1)
+        output:  -s0----------s1-|       s1.count == 2
+
+    Wire errors become ``MalformedChunkError``. Share the source (``ops.share()``) to run it
+    beside ``assemble()``.
+    """
+
+    def make(observer: abc.ObserverBase[ToolCallStarted], _: CompositeDisposable) -> Stage[Chunk]:
+        feed = TurnReader(keep_arguments=False).feed
+        emit = observer.on_next
+
+        def on_next(chunk: Chunk) -> None:
+            for event in feed(chunk):
+                emit(event)
+
+        return Stage(on_next, observer.on_completed)
+
+    return lift(make)
