@@ -575,6 +575,9 @@ def _ends_inside_value(text: str, exc: json.JSONDecodeError) -> bool:
         return True
     if any(literal.startswith(tail) for literal in _LITERALS):
         return True
+    if exc.msg == "Expecting value" and tail[0] in "-0123456789":
+        return _OPEN_NUMBER.fullmatch(tail) is not None
+    # The scanner stops inside "1." or "1e" right after the digits it accepted.
     start = exc.pos
     while start > 0 and text[start - 1] in "-0123456789":
         start -= 1

@@ -1,0 +1,141 @@
+"""Builders for chunk streams, the fixture loader, and the plain-loop reference assembler."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import reactivex
+from reactivex import operators as ops
+
+import rxtoolcalls as rt
+
+FIXTURES = Path(__file__).parent / "fixtures" / "streams"
+
+Chunk = dict[str, Any]
+
+
+def fixture_names() -> list[str]:
+    return sorted(p.name.removesuffix(".jsonl") for p in FIXTURES.glob("*.jsonl"))
+
+
+def load_fixture(name: str) -> list[Chunk]:
+    with (FIXTURES / f"{name}.jsonl").open(encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def load_expected(name: str) -> dict[str, Any] | None:
+    path = FIXTURES / f"{name}.expected.json"
+    if not path.exists():
+        return None
+    value: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return value
+
+
+def choice(delta: dict[str, Any] | None, finish: str | None = None, index: int = 0) -> Chunk:
+    """One chunk with one choice."""
+    return {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def content(text: str, index: int = 0) -> Chunk:
+    return choice({"content": text}, index=index)
+
+
+def call_open(
+    index: int, id: str | None, name: str | None, arguments: str = "", choice_index: int = 0
+) -> Chunk:
+    entry: dict[str, Any] = {
+        "index": index,
+        "type": "function",
+        "function": {"arguments": arguments},
+    }
+    if id is not None:
+        entry["id"] = id
+    if name is not None:
+        entry["function"]["name"] = name
+    return choice({"tool_calls": [entry]}, index=choice_index)
+
+
+def args(index: int, piece: str, choice_index: int = 0) -> Chunk:
+    return choice(
+        {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, index=choice_index
+    )
+
+
+def finish(reason: str | None = "tool_calls", index: int = 0) -> Chunk:
+    return choice({}, reason, index=index)
+
+
+USAGE_CHUNK: Chunk = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 7}}
+
+
+def run_assemble(chunks: Iterable[object], **kwargs: Any) -> rt.AssistantTurn:
+    return reactivex.from_iterable(list(chunks)).pipe(rt.assemble(**kwargs)).run()
+
+
+def run_pipe(chunks: Iterable[object], **kwargs: Any) -> rt.AssistantTurn:
+    return (
+        reactivex.from_iterable(list(chunks))
+        .pipe(
+            rt.group_by_index(),
+            rt.concat_arguments(),
+            rt.on_finish_reason(**kwargs),
+            rt.atomic_batch(),
+        )
+        .run()
+    )
+
+
+def run_assembler(chunks: Iterable[object], **kwargs: Any) -> rt.AssistantTurn:
+    assembler = rt.Assembler(**kwargs)
+    for chunk in chunks:
+        assembler.feed(chunk)
+    return assembler.close()
+
+
+def outcome(fn: Any, chunks: Sequence[object], **kwargs: Any) -> Any:
+    """The turn, or ``(error type, message)``: comparable across spellings."""
+    try:
+        return fn(chunks, **kwargs)
+    except rt.ToolCallStreamError as exc:
+        return (type(exc), str(exc))
+
+
+def collect(observable: reactivex.Observable[Any]) -> tuple[list[Any], list[Exception], bool]:
+    """Subscribe synchronously; return (values, errors, completed)."""
+    values: list[Any] = []
+    errors: list[Exception] = []
+    done: list[bool] = []
+    observable.subscribe(values.append, errors.append, lambda: done.append(True))
+    return values, errors, bool(done)
+
+
+def reference(chunks: Iterable[Chunk]) -> list[tuple[int, str, str, str]]:
+    """A plain loop over well-formed OpenAI streams: (index, id, name, arguments) by index."""
+    calls: dict[int, list[Any]] = {}
+    for chunk in chunks:
+        for ch in chunk.get("choices") or []:
+            for tc in (ch.get("delta") or {}).get("tool_calls") or []:
+                slot = calls.setdefault(tc["index"], [None, None, []])
+                if tc.get("id"):
+                    slot[0] = tc["id"]
+                fn = tc.get("function") or {}
+                if fn.get("name"):
+                    slot[1] = fn["name"]
+                if fn.get("arguments"):
+                    slot[2].append(fn["arguments"])
+    return [(i, s[0], s[1], "".join(s[2])) for i, s in sorted(calls.items())]
+
+
+def summary(turn: rt.AssistantTurn) -> list[tuple[int, str, str, str]]:
+    return [(c.index, c.id, c.name, c.arguments) for c in turn.tool_calls]
+
+
+def count(observable: reactivex.Observable[Any]) -> int:
+    result: int = observable.pipe(ops.count()).run()
+    return result
