@@ -64,6 +64,7 @@ __all__ = [
     "TurnReader",
     "build_turns",
     "check_finish",
+    "every_turn",
     "single_turn",
 ]
 
@@ -673,14 +674,19 @@ def build_turns(buffers: Sequence[ToolCallBuffer], end: StreamEnd) -> tuple[Assi
     )
 
 
-def single_turn(turns: tuple[AssistantTurn, ...]) -> AssistantTurn:
-    """The only turn of a single-choice stream (an empty stream is an interruption)."""
-    if len(turns) == 1:
-        return turns[0]
+def every_turn(turns: tuple[AssistantTurn, ...]) -> tuple[AssistantTurn, ...]:
+    """All turns, one per choice; a stream without any choice is an interruption."""
     if not turns:
         raise StreamInterruptedError(
             "the stream completed without any choice: no turn to assemble; retry"
         )
+    return turns
+
+
+def single_turn(turns: tuple[AssistantTurn, ...]) -> AssistantTurn:
+    """The only turn of a single-choice stream (an empty stream is an interruption)."""
+    if len(every_turn(turns)) == 1:
+        return turns[0]
     raise MultipleChoicesError(
         f"the stream carries {len(turns)} choices (n>1); use assemble_choices() to get "
         f"every choice atomically"
@@ -714,7 +720,7 @@ class Assembler:
         end = self._reader.end()
         buffers = [call.buffer() for call in self._reader.calls()]
         check_finish(end, buffers, require_finish_reason=self._require)
-        return build_turns(buffers, end)
+        return every_turn(build_turns(buffers, end))
 
     def close(self) -> AssistantTurn:
         """Return the turn of a single-choice stream, or raise."""

@@ -20,7 +20,7 @@ import reactivex
 from reactivex import GroupedObservable, Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable
 
-from ._assembler import Call, TurnReader, build_turns, check_finish, single_turn
+from ._assembler import Call, TurnReader, build_turns, check_finish, every_turn, single_turn
 from ._errors import StreamInterruptedError
 from ._lift import Stage, lift
 from ._types import AssistantTurn, StreamEnd, ToolCallBuffer, ToolCallStarted
@@ -309,7 +309,7 @@ def atomic_choices() -> Callable[[Observable[Joined]], Observable[tuple[Assistan
     def make(
         observer: abc.ObserverBase[tuple[AssistantTurn, ...]], _: CompositeDisposable
     ) -> Stage[Joined]:
-        return _atomic(observer, lambda turns: turns)
+        return _atomic(observer, every_turn)
 
     return lift(make)
 

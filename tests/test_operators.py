@@ -1,0 +1,404 @@
+"""Marble tests per operator: normal, empty, error, never-completing, dispose, resubscribe."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import reactivex
+from reactivex import Observable
+from reactivex import operators as ops
+from reactivex.notification import OnError, OnNext
+from reactivex.testing import ReactiveTest, TestScheduler
+from reactivex.testing.marbles import marbles_testing
+
+import rxtoolcalls as rt
+from tests.helpers import args, call_open, collect, content, finish
+
+on_next = ReactiveTest.on_next
+on_completed = ReactiveTest.on_completed
+on_error = ReactiveTest.on_error
+subscribe = ReactiveTest.subscribe
+
+C0 = call_open(0, "call_a", "get_weather", '{"city": ')
+C1 = args(0, '"Paris"}')
+C2 = call_open(1, "call_b", "get_time", '{"tz": "UTC"}')
+FIN = finish("tool_calls")
+CHUNKS = [content("Checking."), C0, C1, C2, FIN]
+
+Op = Callable[[Observable[Any]], Observable[Any]]
+
+SINGLE_CHUNK_OPERATORS: dict[str, Callable[[], Op]] = {
+    "group_by_index": rt.group_by_index,
+    "assemble": rt.assemble,
+    "assemble_choices": rt.assemble_choices,
+    "progress": rt.progress,
+    "pipe": lambda: reactivex.compose(
+        rt.group_by_index(), rt.concat_arguments(), rt.on_finish_reason(), rt.atomic_batch()
+    ),
+}
+
+
+LOOKUP: dict[str | float, Any] = {"a": CHUNKS[0], "b": C0, "c": C1, "d": C2, "e": FIN}
+
+
+def _kinds(messages: list[Any]) -> list[str]:
+    return [m.value.kind for m in messages]
+
+
+def _value(record: Any) -> Any:
+    note = record.value
+    assert isinstance(note, OnNext)
+    return note.value
+
+
+def _last_error(messages: list[Any]) -> Exception:
+    note = messages[-1].value
+    assert isinstance(note, OnError)
+    assert isinstance(note.exception, Exception)
+    return note.exception
+
+
+# -- assemble -------------------------------------------------------------------------------
+
+
+def test_assemble_marbles_emit_once_on_completion() -> None:
+    with marbles_testing(timespan=1.0) as (start, cold, _hot, _exp):
+        result = start(cold("-a-b-c-d-e-|", LOOKUP, None).pipe(rt.assemble()))
+    assert len(result) == 2
+    first, last = result
+    assert (first.time, last.time) == (211.0, 211.0)
+    turn = _value(first)
+    assert isinstance(turn, rt.AssistantTurn)
+    assert turn.content == "Checking."
+    assert [c.name for c in turn.tool_calls] == ["get_weather", "get_time"]
+    assert _kinds([last]) == ["C"]
+
+
+def test_assemble_hot_source_and_subscription_window() -> None:
+    scheduler = TestScheduler()
+    xs = scheduler.create_hot_observable(
+        on_next(150, content("lost before subscribe")),
+        *(on_next(210 + 10 * i, c) for i, c in enumerate(CHUNKS)),
+        on_completed(300),
+    )
+    res = scheduler.start(lambda: xs.pipe(rt.assemble()))
+    assert [m.time for m in res.messages] == [300, 300]
+    turn = _value(res.messages[0])
+    assert turn.content == "Checking."
+    assert xs.subscriptions == [subscribe(200, 300)]
+
+
+@pytest.mark.parametrize("name", sorted(SINGLE_CHUNK_OPERATORS))
+def test_empty_source(name: str) -> None:
+    values, errors, done = collect(reactivex.empty().pipe(SINGLE_CHUNK_OPERATORS[name]()))
+    if name in ("group_by_index",):
+        assert len(values) == 1
+        assert isinstance(values[0], rt.StreamEnd)
+        assert values[0].choices == ()
+        assert done
+    elif name == "progress":
+        assert (values, errors, done) == ([], [], True)
+    else:
+        assert values == []
+        assert len(errors) == 1
+        assert isinstance(errors[0], rt.StreamInterruptedError)
+        assert not done
+
+
+@pytest.mark.parametrize("name", sorted(SINGLE_CHUNK_OPERATORS))
+def test_source_error_discards_everything(name: str) -> None:
+    scheduler = TestScheduler()
+    boom = ConnectionError("connection reset")
+    xs = scheduler.create_cold_observable(
+        on_next(10, C0), on_next(20, C1), on_next(30, C2), on_error(40, boom)
+    )
+    res = scheduler.start(lambda: xs.pipe(SINGLE_CHUNK_OPERATORS[name]()))
+    error = _last_error(res.messages)
+    assert isinstance(error, rt.StreamInterruptedError)
+    assert error.__cause__ is boom
+    assert res.messages[-1].time == 240
+    if name in ("assemble", "assemble_choices", "pipe"):
+        assert len(res.messages) == 1  # nothing but the error
+    assert xs.subscriptions == [subscribe(200, 240)]
+
+
+@pytest.mark.parametrize("name", sorted(SINGLE_CHUNK_OPERATORS))
+def test_never_completing_source_emits_no_turn(name: str) -> None:
+    scheduler = TestScheduler()
+    xs = scheduler.create_cold_observable(on_next(10, C0), on_next(20, C1), on_next(30, FIN))
+    res = scheduler.start(lambda: xs.pipe(SINGLE_CHUNK_OPERATORS[name]()))
+    kinds = _kinds(res.messages)
+    assert "C" not in kinds
+    assert "E" not in kinds
+    if name in ("assemble", "assemble_choices", "pipe"):
+        assert res.messages == []
+    # disposal at 1000 reaches the source
+    assert xs.subscriptions == [subscribe(200, 1000)]
+
+
+@pytest.mark.parametrize("name", sorted(SINGLE_CHUNK_OPERATORS))
+def test_early_dispose_reaches_the_source(name: str) -> None:
+    scheduler = TestScheduler()
+    xs = scheduler.create_cold_observable(
+        on_next(10, C0), on_next(20, C1), on_next(500, FIN), on_completed(600)
+    )
+    res = scheduler.start(lambda: xs.pipe(SINGLE_CHUNK_OPERATORS[name]()), disposed=300)
+    assert xs.subscriptions == [subscribe(200, 300)]
+    assert set(_kinds(res.messages)) <= {"N"}
+    if name in ("assemble", "assemble_choices", "pipe"):
+        assert res.messages == []
+
+
+@pytest.mark.parametrize("name", sorted(SINGLE_CHUNK_OPERATORS))
+def test_resubscription_starts_fresh(name: str) -> None:
+    observable = reactivex.from_iterable(CHUNKS).pipe(SINGLE_CHUNK_OPERATORS[name]())
+    first = collect(observable)
+    second = collect(observable)
+    assert first[1:] == ([], True)
+    if name == "group_by_index":
+        assert [type(v) for v in first[0]] == [type(v) for v in second[0]]
+    else:
+        assert first == second
+
+
+def test_wire_error_midstream_is_typed_and_stops_the_source() -> None:
+    scheduler = TestScheduler()
+    bad = {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": "zero"}]}}]}
+    xs = scheduler.create_cold_observable(
+        on_next(10, C0), on_next(20, bad), on_next(30, C1), on_completed(40)
+    )
+    res = scheduler.start(lambda: xs.pipe(rt.assemble()))
+    assert len(res.messages) == 1
+    assert res.messages[0].time == 220
+    assert isinstance(_last_error(res.messages), rt.MalformedChunkError)
+    assert xs.subscriptions == [subscribe(200, 220)]
+
+
+def test_retry_after_a_dropped_stream_yields_exactly_one_turn() -> None:
+    attempts: list[int] = []
+
+    def open_stream(_: Any) -> Observable[Any]:
+        attempts.append(1)
+        if len(attempts) == 1:
+            return reactivex.from_iterable([C0, C1]).pipe(
+                ops.concat(reactivex.throw(ConnectionError("dropped")))
+            )
+        return reactivex.from_iterable(CHUNKS)
+
+    values, errors, done = collect(reactivex.defer(open_stream).pipe(rt.assemble(), ops.retry(3)))
+    assert len(attempts) == 2
+    assert errors == []
+    assert done
+    assert len(values) == 1
+    assert [c.arguments for c in values[0].tool_calls] == ['{"city": "Paris"}', '{"tz": "UTC"}']
+
+
+def test_an_exception_in_the_subscriber_is_not_rewrapped() -> None:
+    def explode(_: Any) -> None:
+        raise KeyError("user code")
+
+    errors: list[Exception] = []
+    reactivex.from_iterable(CHUNKS).pipe(rt.assemble()).subscribe(explode, errors.append)
+    assert len(errors) == 1
+    assert isinstance(errors[0], KeyError)
+
+
+def test_turn_via_await() -> None:
+    import asyncio
+
+    async def main() -> rt.AssistantTurn:
+        turn: rt.AssistantTurn = await reactivex.from_iterable(CHUNKS).pipe(rt.assemble())
+        return turn
+
+    assert len(asyncio.run(main()).tool_calls) == 2
+
+
+# -- group_by_index -------------------------------------------------------------------------
+
+
+def test_groups_know_their_identity_when_they_open() -> None:
+    seen: list[tuple[Any, ...]] = []
+    pieces: dict[int, list[str]] = {}
+    ends: list[rt.StreamEnd] = []
+
+    def on_item(item: rt.ToolCallGroup | rt.StreamEnd) -> None:
+        if isinstance(item, rt.StreamEnd):
+            ends.append(item)
+            return
+        seen.append((item.key, item.index, item.id, item.name, item.choice_index, item.type))
+        item.subscribe(pieces.setdefault(item.key, []).append)
+
+    reactivex.from_iterable(CHUNKS).pipe(rt.group_by_index()).subscribe(on_item)
+    assert seen == [
+        (0, 0, "call_a", "get_weather", 0, "function"),
+        (1, 1, "call_b", "get_time", 0, "function"),
+    ]
+    assert pieces == {0: ['{"city": ', '"Paris"}'], 1: ['{"tz": "UTC"}']}
+    assert len(ends) == 1
+    assert ends[0].choices[0].content == "Checking."
+    assert ends[0].choices[0].finish_reason == "tool_calls"
+
+
+def test_group_emitted_on_the_chunk_that_opens_the_call() -> None:
+    with marbles_testing(timespan=1.0) as (start, cold, _hot, _exp):
+        result = start(cold("-a-b-c-d-e-|", LOOKUP, None).pipe(rt.group_by_index()))
+    assert [r.time for r in result] == [203.0, 207.0, 211.0, 211.0]
+    assert [type(_value(r)).__name__ for r in result[:3]] == [
+        "ToolCallGroup",
+        "ToolCallGroup",
+        "StreamEnd",
+    ]
+
+
+def test_groups_error_with_the_stream() -> None:
+    inner_errors: list[Exception] = []
+
+    def on_item(item: rt.ToolCallGroup | rt.StreamEnd) -> None:
+        if isinstance(item, rt.ToolCallGroup):
+            item.subscribe(on_error=inner_errors.append)
+
+    source = reactivex.from_iterable([C0, C1]).pipe(ops.concat(reactivex.throw(OSError("x"))))
+    outer_errors: list[Exception] = []
+    source.pipe(rt.group_by_index()).subscribe(on_item, outer_errors.append)
+    assert len(inner_errors) == 1
+    assert isinstance(inner_errors[0], rt.StreamInterruptedError)
+    assert outer_errors == inner_errors
+
+
+def test_late_subscriber_to_a_group_misses_earlier_pieces_like_group_by() -> None:
+    groups: list[rt.ToolCallGroup] = []
+    reactivex.from_iterable(CHUNKS).pipe(rt.group_by_index()).subscribe(
+        lambda g: groups.append(g) if isinstance(g, rt.ToolCallGroup) else None
+    )
+    values, errors, done = collect(groups[0])
+    assert (values, errors, done) == ([], [], True)
+
+
+def test_a_group_with_two_subscribers_feeds_both() -> None:
+    got: list[list[str]] = [[], []]
+
+    def on_item(item: rt.ToolCallGroup | rt.StreamEnd) -> None:
+        if isinstance(item, rt.ToolCallGroup) and item.index == 0:
+            item.subscribe(got[0].append)
+            disposable = item.subscribe(got[1].append)
+            item.subscribe(lambda piece: disposable.dispose())
+
+    reactivex.from_iterable(CHUNKS).pipe(rt.group_by_index()).subscribe(on_item)
+    assert got[0] == ['{"city": ', '"Paris"}']
+    assert got[1] == ['{"city": ']
+
+
+# -- concat_arguments, on_finish_reason, atomic_batch ---------------------------------------
+
+
+def _grouped() -> Observable[Any]:
+    return reactivex.from_iterable(CHUNKS).pipe(rt.group_by_index())
+
+
+def test_concat_arguments_joins_without_parsing() -> None:
+    chunks = [call_open(0, "call_a", "f", '{"a": '), args(0, "not json"), finish()]
+    values, errors, done = collect(
+        reactivex.from_iterable(chunks).pipe(rt.group_by_index(), rt.concat_arguments())
+    )
+    assert errors == []
+    assert done
+    assert values[0] == rt.ToolCallBuffer(0, 0, "call_a", "f", "function", '{"a": not json')
+    assert isinstance(values[1], rt.StreamEnd)
+
+
+def test_concat_arguments_rejects_foreign_elements() -> None:
+    values, errors, _ = collect(reactivex.of(1).pipe(rt.concat_arguments()))  # type: ignore[arg-type]
+    assert values == []
+    assert isinstance(errors[0], TypeError)
+
+
+def test_on_finish_reason_passes_items_and_checks_the_end() -> None:
+    values, errors, done = collect(_grouped().pipe(rt.concat_arguments(), rt.on_finish_reason()))
+    assert [type(v).__name__ for v in values] == ["ToolCallBuffer", "ToolCallBuffer", "StreamEnd"]
+    assert (errors, done) == ([], True)
+    cut = reactivex.from_iterable([C0, finish("length")])
+    values, errors, done = collect(
+        cut.pipe(rt.group_by_index(), rt.concat_arguments(), rt.on_finish_reason())
+    )
+    assert [type(v).__name__ for v in values] == ["ToolCallBuffer"]
+    assert isinstance(errors[0], rt.TruncatedToolCallError)
+    assert not done
+
+
+def test_on_finish_reason_opt_out() -> None:
+    stream = reactivex.from_iterable([C0, C1]).pipe(rt.group_by_index(), rt.concat_arguments())
+    _, errors, _ = collect(stream.pipe(rt.on_finish_reason()))
+    assert isinstance(errors[0], rt.StreamInterruptedError)
+    _, errors, done = collect(stream.pipe(rt.on_finish_reason(require_finish_reason=False)))
+    assert (errors, done) == ([], True)
+
+
+def test_atomic_batch_needs_the_stream_end() -> None:
+    buffer = rt.ToolCallBuffer(0, 0, "call_a", "f", None, "{}")
+    values, errors, _ = collect(reactivex.of(buffer).pipe(rt.atomic_batch()))
+    assert values == []
+    assert isinstance(errors[0], rt.StreamInterruptedError)
+
+
+def test_atomic_batch_emits_nothing_when_one_call_is_invalid() -> None:
+    chunks = [C0, C1, call_open(1, "call_b", "g", '{"tz": "UTC"}}'), FIN]
+    values, errors, _ = collect(reactivex.from_iterable(chunks).pipe(rt.assemble()))
+    assert values == []
+    assert isinstance(errors[0], rt.InvalidArgumentsError)
+    assert (errors[0].index, errors[0].name) == (1, "g")
+
+
+def test_atomic_choices_emits_one_tuple() -> None:
+    chunks = [content("a", 0), content("b", 1), finish("stop", 1), finish("stop", 0)]
+    values, errors, done = collect(reactivex.from_iterable(chunks).pipe(rt.assemble_choices()))
+    assert (errors, done) == ([], True)
+    assert len(values) == 1
+    assert [(t.choice_index, t.content) for t in values[0]] == [(0, "a"), (1, "b")]
+
+
+# -- progress -------------------------------------------------------------------------------
+
+
+def test_progress_signals_on_the_naming_chunk() -> None:
+    with marbles_testing(timespan=1.0) as (start, cold, _hot, exp):
+        result = start(cold("-a-b-c-d-e-|", LOOKUP, None).pipe(rt.progress()))
+        expected = exp(
+            "---s---t---|",
+            {
+                "s": rt.ToolCallStarted(0, "call_a", "get_weather", 1),
+                "t": rt.ToolCallStarted(1, "call_b", "get_time", 2),
+            },
+            None,
+        )
+    assert result == expected
+
+
+def test_progress_when_the_name_comes_after_the_arguments() -> None:
+    late_name = {
+        "choices": [
+            {"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"name": "f"}}]}}
+        ]
+    }
+    chunks = [call_open(0, "call_a", None, "{"), args(0, '"a": 1'), late_name, args(0, "}"), FIN]
+    emitted: list[tuple[int, rt.ToolCallStarted]] = []
+    position = [0]
+
+    def count_chunk(_: Any) -> None:
+        position[0] += 1
+
+    source = reactivex.from_iterable(chunks).pipe(ops.do_action(count_chunk))
+    source.pipe(rt.progress()).subscribe(lambda e: emitted.append((position[0], e)))
+    assert emitted == [(3, rt.ToolCallStarted(0, "call_a", "f", 1))]
+
+
+def test_progress_shared_with_assemble() -> None:
+    shared = reactivex.from_iterable(CHUNKS).pipe(ops.publish())
+    events: list[rt.ToolCallStarted] = []
+    turns: list[rt.AssistantTurn] = []
+    shared.pipe(rt.progress()).subscribe(events.append)
+    shared.pipe(rt.assemble()).subscribe(turns.append)
+    shared.connect()
+    assert [e.name for e in events] == ["get_weather", "get_time"]
+    assert len(turns) == 1
