@@ -148,7 +148,7 @@ def _as_dict(value: object) -> dict[str, Any]:
         return value
     dump = getattr(value, "model_dump", None)
     if callable(dump):
-        dumped = dump()
+        dumped = dump(exclude_unset=True)
         if type(dumped) is dict:
             return dumped
     raise MalformedChunkError(f"usage must be an object, got {type(value).__name__}")
@@ -569,20 +569,26 @@ _LITERALS = ("true", "false", "null")
 
 def _ends_inside_value(text: str, exc: json.JSONDecodeError) -> bool:
     """Whether the parser stopped because the text ran out, not because it was wrong."""
-    if exc.msg.startswith("Unterminated string"):
+    msg, pos = exc.msg, exc.pos
+    if msg.startswith("Unterminated string"):
         return True
-    tail = text[exc.pos :].rstrip()
+    if msg.startswith("Invalid \\uXXXX escape"):
+        # pos is the backslash: a cut escape has fewer than four characters after "\u".
+        return len(text) - pos < 6
+    if msg == "Extra data":
+        return False
+    tail = text[pos:].rstrip()
     if not tail:
         return True
-    if any(literal.startswith(tail) for literal in _LITERALS):
-        return True
-    if exc.msg == "Expecting value" and tail[0] in "-0123456789":
-        return _OPEN_NUMBER.fullmatch(tail) is not None
+    if msg == "Expecting value":
+        if any(literal.startswith(tail) for literal in _LITERALS):
+            return True
+        return tail[0] in "-0123456789" and _OPEN_NUMBER.fullmatch(tail) is not None
     # The scanner stops inside "1." or "1e" right after the digits it accepted.
-    start = exc.pos
+    start = pos
     while start > 0 and text[start - 1] in "-0123456789":
         start -= 1
-    return start < exc.pos and _OPEN_NUMBER.fullmatch(text[start:].rstrip()) is not None
+    return start < pos and _OPEN_NUMBER.fullmatch(text[start:].rstrip()) is not None
 
 
 def _parse(buffer: ToolCallBuffer) -> dict[str, Any]:
