@@ -194,7 +194,9 @@ class TurnReader:
         events: list[ToolCallStarted] | None = None
         if type(chunk) is dict:
             choices = chunk.get("choices")
-            if chunk.get("error") is not None or chunk.get("object") == "error":
+            if ("error" in chunk and chunk["error"] is not None) or (
+                not choices and chunk.get("object") == "error"
+            ):
                 self._raise_provider_error(chunk)
             usage = chunk.get("usage")
         else:
@@ -232,7 +234,22 @@ class TurnReader:
                 state = self._choices[ci] = _Choice(ci)
             if delta:
                 if type(delta) is dict:
-                    named = self._dict_delta(state, delta)
+                    # Fast path for the bulk of a stream, one bare argument piece:
+                    # {"tool_calls": [{"index": i, "function": {"arguments": s}}]}.
+                    if len(delta) == 1:
+                        entries = delta.get("tool_calls")
+                        if type(entries) is list and len(entries) == 1:
+                            entry = entries[0]
+                            if type(entry) is dict and len(entry) == 2:
+                                fn = entry.get("function")
+                                index = entry.get("index")
+                                if type(fn) is dict and len(fn) == 1 and type(index) is int:
+                                    call = state.calls.get(index)
+                                    piece = fn.get("arguments")
+                                    if call is not None and type(piece) is str:
+                                        call.sink(piece)
+                                        delta = None
+                    named = self._dict_delta(state, delta) if delta else None
                 else:
                     named = self._object_delta(state, delta)
                 if named:

@@ -49,6 +49,21 @@ def _discard(_piece: str) -> None:
     """Drop a piece nobody subscribed to (a hot group, like Rx ``group_by``)."""
 
 
+class _Collector:
+    """An inner observer for our own operators: pieces go straight into a list."""
+
+    __slots__ = ("on_completed", "on_error", "on_next")
+
+    def __init__(self, parts: list[str], on_completed: Callable[[], None]) -> None:
+        self.on_next = parts.append
+        self.on_completed = on_completed
+        self.on_error = _ignore_error
+
+
+def _ignore_error(_error: Exception) -> None:
+    """Inner errors also arrive on the outer stream, which reports them once."""
+
+
 class ToolCallGroup(GroupedObservable[int, str]):
     """The argument pieces of one tool call, as a hot inner stream keyed by its ``index``.
 
@@ -61,7 +76,7 @@ class ToolCallGroup(GroupedObservable[int, str]):
     def __init__(self, call: Call) -> None:
         super().__init__(call.index, reactivex.empty())
         self._call = call
-        self._observers: list[abc.ObserverBase[str]] = []
+        self._observers: list[abc.ObserverBase[str] | _Collector] = []
         self._ended: Exception | bool = False
         call.sink = _discard
 
@@ -128,6 +143,11 @@ class ToolCallGroup(GroupedObservable[int, str]):
 
         return Disposable(remove)
 
+    def _collect(self, parts: list[str], on_completed: Callable[[], None]) -> None:
+        # concat_arguments() attaches here without Rx's per-piece observer wrapper.
+        self._observers.append(_Collector(parts, on_completed))
+        self._route()
+
     def _end(self, error: Exception | None = None) -> None:
         observers, self._observers = self._observers, []
         self._call.sink = _discard
@@ -193,7 +213,7 @@ def concat_arguments() -> Callable[[Observable[Grouped]], Observable[Joined]]:
     Cost: one list append per piece and one join per call.
     """
 
-    def make(observer: abc.ObserverBase[Joined], resources: CompositeDisposable) -> Stage[Grouped]:
+    def make(observer: abc.ObserverBase[Joined], _: CompositeDisposable) -> Stage[Grouped]:
         def on_next(item: Grouped) -> None:
             if isinstance(item, StreamEnd):
                 observer.on_next(item)
@@ -213,8 +233,7 @@ def concat_arguments() -> Callable[[Observable[Grouped]], Observable[Joined]]:
                     )
                 )
 
-            # Inner errors also arrive on the outer stream, which reports them once.
-            resources.add(item.subscribe(parts.append, lambda _: None, done))
+            item._collect(parts, done)
 
         def on_completed() -> None:
             observer.on_completed()
