@@ -43,6 +43,7 @@ Close rules (``check_finish`` then ``build_turns``), per choice in index order:
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -78,7 +79,7 @@ def _discard(_piece: str) -> None:
 class Call:
     """Mutable state of one tool call while the stream is open."""
 
-    __slots__ = ("choice_index", "id", "index", "name", "parts", "sink", "type")
+    __slots__ = ("choice_index", "id", "index", "name", "sink", "text", "type")
 
     def __init__(
         self,
@@ -94,15 +95,17 @@ class Call:
         self.id = id
         self.type = type
         self.name = name
-        self.parts: list[str] = []
-        # The hot path calls ``sink`` once per piece: a bound list.append by default, a
+        # A StringIO appends as fast as list.append but lets each piece go at once: a list
+        # kept ~7.5x the argument bytes alive on 1M 4-character pieces, StringIO 2x.
+        self.text = io.StringIO()
+        # The hot path calls ``sink`` once per piece: the buffer's write by default, a
         # group's push when an Rx operator routes the pieces to an inner stream.
-        self.sink: Callable[[str], None] = self.parts.append if keep_arguments else _discard
+        self.sink: Callable[[str], object] = self.text.write if keep_arguments else _discard
 
     def buffer(self) -> ToolCallBuffer:
-        """Join the pieces received so far (one join, at the end)."""
+        """The pieces received so far, joined (one copy, at the end)."""
         return ToolCallBuffer(
-            self.choice_index, self.index, self.id, self.name, self.type, "".join(self.parts)
+            self.choice_index, self.index, self.id, self.name, self.type, self.text.getvalue()
         )
 
 
@@ -112,17 +115,18 @@ class _Choice:
     def __init__(self, index: int) -> None:
         self.index = index
         self.calls: dict[int, Call] = {}
-        self.content: list[str] | None = None
-        self.refusal: list[str] | None = None
-        self.reasoning: list[str] | None = None
+        # Created on the first piece: None means "never sent", unlike "".
+        self.content: io.StringIO | None = None
+        self.refusal: io.StringIO | None = None
+        self.reasoning: io.StringIO | None = None
         self.finish_reason: str | None = None
 
     def end(self) -> ChoiceEnd:
         return ChoiceEnd(
             self.index,
-            None if self.content is None else "".join(self.content),
-            None if self.refusal is None else "".join(self.refusal),
-            None if self.reasoning is None else "".join(self.reasoning),
+            None if self.content is None else self.content.getvalue(),
+            None if self.refusal is None else self.refusal.getvalue(),
+            None if self.reasoning is None else self.reasoning.getvalue(),
             self.finish_reason,
         )
 
@@ -191,6 +195,39 @@ class TurnReader:
 
         Raises ``MalformedChunkError`` or ``ProviderError``.
         """
+        # Fast path for the bulk of a stream, one bare argument piece of a known call:
+        # {"choices": [{"index": c, "delta": {"tool_calls": [{"index": i, "function":
+        # {"arguments": s}}]}}]}. It can break no rule; anything else takes the full path.
+        if type(chunk) is dict:
+            choices = chunk.get("choices")
+            if type(choices) is list and len(choices) == 1 and chunk.get("usage") is None:
+                choice = choices[0]
+                if type(choice) is dict and not choice.get("finish_reason"):
+                    delta = choice.get("delta")
+                    if type(delta) is dict and len(delta) == 1 and "error" not in chunk:
+                        entries = delta.get("tool_calls")
+                        if type(entries) is list and len(entries) == 1:
+                            entry = entries[0]
+                            if type(entry) is dict and len(entry) == 2:
+                                fn = entry.get("function")
+                                index = entry.get("index")
+                                ci = choice.get("index", 0)
+                                if (
+                                    type(fn) is dict
+                                    and len(fn) == 1
+                                    and type(index) is int
+                                    and type(ci) is int
+                                ):
+                                    state = self._choices.get(ci)
+                                    piece = fn.get("arguments")
+                                    if state is not None and type(piece) is str:
+                                        call = state.calls.get(index)
+                                        if call is not None:
+                                            call.sink(piece)
+                                            return _NO_EVENTS
+        return self._feed(chunk)
+
+    def _feed(self, chunk: object) -> Sequence[ToolCallStarted]:
         events: list[ToolCallStarted] | None = None
         if type(chunk) is dict:
             choices = chunk.get("choices")
@@ -234,22 +271,7 @@ class TurnReader:
                 state = self._choices[ci] = _Choice(ci)
             if delta:
                 if type(delta) is dict:
-                    # Fast path for the bulk of a stream, one bare argument piece:
-                    # {"tool_calls": [{"index": i, "function": {"arguments": s}}]}.
-                    if len(delta) == 1:
-                        entries = delta.get("tool_calls")
-                        if type(entries) is list and len(entries) == 1:
-                            entry = entries[0]
-                            if type(entry) is dict and len(entry) == 2:
-                                fn = entry.get("function")
-                                index = entry.get("index")
-                                if type(fn) is dict and len(fn) == 1 and type(index) is int:
-                                    call = state.calls.get(index)
-                                    piece = fn.get("arguments")
-                                    if call is not None and type(piece) is str:
-                                        call.sink(piece)
-                                        delta = None
-                    named = self._dict_delta(state, delta) if delta else None
+                    named = self._dict_delta(state, delta)
                 else:
                     named = self._object_delta(state, delta)
                 if named:
@@ -314,16 +336,16 @@ class TurnReader:
                             named.append(event)
             elif key == "content":
                 if state.content is None:
-                    state.content = []
-                state.content.append(self._text(state, "content", value))
+                    state.content = io.StringIO()
+                state.content.write(self._text(state, "content", value))
             elif key == "reasoning_content" or key == "reasoning":
                 if state.reasoning is None:
-                    state.reasoning = []
-                state.reasoning.append(self._text(state, key, value))
+                    state.reasoning = io.StringIO()
+                state.reasoning.write(self._text(state, key, value))
             elif key == "refusal":
                 if state.refusal is None:
-                    state.refusal = []
-                state.refusal.append(self._text(state, "refusal", value))
+                    state.refusal = io.StringIO()
+                state.refusal.write(self._text(state, "refusal", value))
             elif key == "function_call":
                 legacy = True
         if legacy and not mirrored:
@@ -350,19 +372,19 @@ class TurnReader:
         content = getattr(delta, "content", None)
         if content is not None:
             if state.content is None:
-                state.content = []
-            state.content.append(self._text(state, "content", content))
+                state.content = io.StringIO()
+            state.content.write(self._text(state, "content", content))
         for key in ("reasoning_content", "reasoning"):
             value = _extra(delta, key)
             if value is not None:
                 if state.reasoning is None:
-                    state.reasoning = []
-                state.reasoning.append(self._text(state, key, value))
+                    state.reasoning = io.StringIO()
+                state.reasoning.write(self._text(state, key, value))
         refusal = getattr(delta, "refusal", None)
         if refusal is not None:
             if state.refusal is None:
-                state.refusal = []
-            state.refusal.append(self._text(state, "refusal", refusal))
+                state.refusal = io.StringIO()
+            state.refusal.write(self._text(state, "refusal", refusal))
         if getattr(delta, "function_call", None) is not None and tool_calls is None:
             self._legacy(state)
         return named
@@ -447,7 +469,7 @@ class TurnReader:
                         f"after {call.name!r}; names are never concatenated"
                     )
         if piece is not None:
-            if type(piece) is not str:
+            if not isinstance(piece, str):
                 raise MalformedChunkError(
                     f"{_where(state.index, call.index, call.name)}: arguments must be a JSON "
                     f"string piece, got {type(piece).__name__}"

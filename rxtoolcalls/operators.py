@@ -13,6 +13,7 @@ SDK's ``ChatCompletionChunk``.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
@@ -50,12 +51,12 @@ def _discard(_piece: str) -> None:
 
 
 class _Collector:
-    """An inner observer for our own operators: pieces go straight into a list."""
+    """An inner observer for our own operators: pieces go straight into a buffer."""
 
     __slots__ = ("on_completed", "on_error", "on_next")
 
-    def __init__(self, parts: list[str], on_completed: Callable[[], None]) -> None:
-        self.on_next = parts.append
+    def __init__(self, text: io.StringIO, on_completed: Callable[[], None]) -> None:
+        self.on_next = text.write
         self.on_completed = on_completed
         self.on_error = _ignore_error
 
@@ -143,9 +144,9 @@ class ToolCallGroup(GroupedObservable[int, str]):
 
         return Disposable(remove)
 
-    def _collect(self, parts: list[str], on_completed: Callable[[], None]) -> None:
+    def _collect(self, text: io.StringIO, on_completed: Callable[[], None]) -> None:
         # concat_arguments() attaches here without Rx's per-piece observer wrapper.
-        self._observers.append(_Collector(parts, on_completed))
+        self._observers.append(_Collector(text, on_completed))
         self._route()
 
     def _end(self, error: Exception | None = None) -> None:
@@ -224,16 +225,21 @@ def concat_arguments() -> Callable[[Observable[Grouped]], Observable[Joined]]:
                     f"{type(item).__name__}"
                 )
             call = item._call
-            parts: list[str] = []
+            text = io.StringIO()
 
             def done() -> None:
                 observer.on_next(
                     ToolCallBuffer(
-                        call.choice_index, call.index, call.id, call.name, call.type, "".join(parts)
+                        call.choice_index,
+                        call.index,
+                        call.id,
+                        call.name,
+                        call.type,
+                        text.getvalue(),
                     )
                 )
 
-            item._collect(parts, done)
+            item._collect(text, done)
 
         def on_completed() -> None:
             observer.on_completed()

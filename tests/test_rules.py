@@ -481,7 +481,12 @@ def test_errors_share_one_root() -> None:
 
 
 def test_arguments_are_kept_verbatim() -> None:
-    text = '{ "city" :\n "Par\\u00eds" , "n": 1.50 }'
+    text = '{ "city" :\r\n "Par\\u00eds" ,\r "n": 1.50 }'
     turn = run_assembler([call_open(0, "call_a", "f", text), finish()])
     assert turn.tool_calls[0].arguments == text
     assert turn.tool_calls[0].parsed_arguments == json.loads(text)
+
+
+def test_text_fields_are_kept_verbatim(run: Runner) -> None:
+    turn = run([content("a\r\n"), content("b\r"), content(""), finish("stop")])
+    assert turn.content == "a\r\nb\r"
