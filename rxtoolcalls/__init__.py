@@ -31,7 +31,7 @@ from .operators import (
     on_finish_reason,
     progress,
 )
-from .sources import from_jsonl
+from .sources import from_async_iterable, from_jsonl
 
 __version__ = "0.1.0"
 
@@ -59,6 +59,7 @@ __all__ = [
     "atomic_batch",
     "atomic_choices",
     "concat_arguments",
+    "from_async_iterable",
     "from_jsonl",
     "group_by_index",
     "on_finish_reason",
