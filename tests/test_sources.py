@@ -104,10 +104,11 @@ def test_subscribing_from_another_thread() -> None:
         )
         future: asyncio.Future[Any] = loop.create_future()
 
+        def deliver(turn: rt.AssistantTurn) -> None:
+            loop.call_soon_threadsafe(future.set_result, turn)
+
         def subscribe_elsewhere() -> None:
-            source.pipe(rt.assemble()).subscribe(
-                lambda turn: loop.call_soon_threadsafe(future.set_result, turn)
-            )
+            source.pipe(rt.assemble()).subscribe(deliver)
 
         await asyncio.to_thread(subscribe_elsewhere)
         return [await asyncio.wait_for(future, 5)]
