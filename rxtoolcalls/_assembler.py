@@ -70,6 +70,7 @@ __all__ = [
 ]
 
 _NO_EVENTS: tuple[ToolCallStarted, ...] = ()
+_ABSENT = object()
 
 
 def _discard(_piece: str) -> None:
@@ -199,32 +200,85 @@ class TurnReader:
         # {"choices": [{"index": c, "delta": {"tool_calls": [{"index": i, "function":
         # {"arguments": s}}]}}]}. It can break no rule; anything else takes the full path.
         if type(chunk) is dict:
-            choices = chunk.get("choices")
-            if type(choices) is list and len(choices) == 1 and chunk.get("usage") is None:
-                choice = choices[0]
-                if type(choice) is dict and not choice.get("finish_reason"):
-                    delta = choice.get("delta")
-                    if type(delta) is dict and len(delta) == 1 and "error" not in chunk:
-                        entries = delta.get("tool_calls")
-                        if type(entries) is list and len(entries) == 1:
+            # Reads only; any surprise (a missing key, another type) leaves for the full path,
+            # which reports it. The type checks come last, before anything is written.
+            try:
+                choices = chunk["choices"]
+                if (
+                    len(choices) == 1
+                    and "error" not in chunk
+                    and ("usage" not in chunk or chunk["usage"] is None)
+                ):
+                    choice = choices[0]
+                    delta = choice["delta"]
+                    if len(delta) == 1 and not choice["finish_reason"]:
+                        entries = delta["tool_calls"]
+                        if len(entries) == 1:
                             entry = entries[0]
-                            if type(entry) is dict and len(entry) == 2:
-                                fn = entry.get("function")
-                                index = entry.get("index")
-                                ci = choice.get("index", 0)
+                            fn = entry["function"]
+                            if len(entry) == 2 and len(fn) == 1:
+                                piece = fn["arguments"]
+                                index = entry["index"]
+                                ci = choice["index"]
                                 if (
-                                    type(fn) is dict
-                                    and len(fn) == 1
+                                    type(piece) is str
                                     and type(index) is int
                                     and type(ci) is int
+                                    and type(choices) is list
+                                    and type(choice) is dict
+                                    and type(delta) is dict
+                                    and type(entries) is list
+                                    and type(entry) is dict
+                                    and type(fn) is dict
                                 ):
-                                    state = self._choices.get(ci)
-                                    piece = fn.get("arguments")
-                                    if state is not None and type(piece) is str:
-                                        call = state.calls.get(index)
-                                        if call is not None:
-                                            call.sink(piece)
-                                            return _NO_EVENTS
+                                    self._choices[ci].calls[index].sink(piece)
+                                    return _NO_EVENTS
+            except (KeyError, TypeError, IndexError):
+                pass
+        elif getattr(chunk, "__pydantic_extra__", _ABSENT) is not _ABSENT:
+            # The same fast path for typed models (the openai SDK's ChatCompletionChunk);
+            # a missing attribute means another shape, which the full path reads.
+            try:
+                choices = chunk.choices  # type: ignore[attr-defined]
+                if (
+                    type(choices) is list
+                    and len(choices) == 1
+                    and chunk.usage is None  # type: ignore[attr-defined]
+                    and not chunk.__pydantic_extra__  # type: ignore[attr-defined]
+                ):
+                    choice = choices[0]
+                    delta = choice.delta
+                    entries = delta.tool_calls
+                    if (
+                        not choice.finish_reason
+                        and type(entries) is list
+                        and len(entries) == 1
+                        and delta.content is None
+                        and delta.refusal is None
+                        and delta.function_call is None
+                        and not delta.__pydantic_extra__
+                    ):
+                        entry = entries[0]
+                        fn = entry.function
+                        index = entry.index
+                        ci = choice.index
+                        if (
+                            entry.id is None
+                            and entry.type is None
+                            and fn is not None
+                            and fn.name is None
+                            and type(index) is int
+                            and type(ci) is int
+                        ):
+                            piece = fn.arguments
+                            state = self._choices.get(ci)
+                            if state is not None and type(piece) is str:
+                                call = state.calls.get(index)
+                                if call is not None:
+                                    call.sink(piece)
+                                    return _NO_EVENTS
+            except AttributeError:
+                pass
         return self._feed(chunk)
 
     def _feed(self, chunk: object) -> Sequence[ToolCallStarted]:

@@ -1,0 +1,609 @@
+"""Throughput, scaling, memory and concurrency of rxtoolcalls against a hand loop and the peers.
+
+Run: ``python tests/benchmarks/bench.py`` (peers with ``pip install -e '.[bench]'``).
+Every implementation runs on the same pre-built streams in one process; each result is checked
+against the hand loop's; the minimum of several interleaved repetitions is quoted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import io
+import json
+import os
+import platform
+import sys
+import time
+import tracemalloc
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import redirect_stdout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import reactivex
+from reactivex.scheduler import CurrentThreadScheduler
+
+import rxtoolcalls as rt
+
+Calls = list[tuple[str, str, Any]]  # (id, name, parsed arguments), ordered by index
+FRAGMENT = 4  # characters per argument piece, as in the issue's measurements
+SIZES = (2_500, 10_000, 100_000, 1_000_000)
+LAYOUTS = ("1 call", "8 calls", "8 interleaved")
+PEER_MAX = 10_000  # the peers are quadratic or slow: beyond this one size takes minutes
+OBJECT_MAX = 100_000  # a million pydantic chunk objects need gigabytes before any timing
+
+
+# -- streams --------------------------------------------------------------------------------
+
+
+def _arguments(length: int, seed: int) -> str:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    body = "".join(letters[(seed * 7 + i * 13) % 26] for i in range(max(1, length - 10)))
+    return json.dumps({"q": body})
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "bench",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def build_stream(fragments: int, layout: str) -> list[dict[str, Any]]:
+    """About ``fragments`` argument pieces of FRAGMENT characters, one per chunk."""
+    calls = 1 if layout == "1 call" else 8
+    per_call = fragments // calls
+    queues: list[list[dict[str, Any]]] = []
+    for index in range(calls):
+        text = _arguments(per_call * FRAGMENT, index)
+        opening = {
+            "index": index,
+            "id": f"call_{index}",
+            "type": "function",
+            "function": {"name": f"tool_{index}", "arguments": ""},
+        }
+        pieces = [text[i : i + FRAGMENT] for i in range(0, len(text), FRAGMENT)]
+        queues.append(
+            [_chunk({"tool_calls": [opening]})]
+            + [
+                _chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
+                for p in pieces
+            ]
+        )
+    chunks = [_chunk({"role": "assistant", "content": None})]
+    if layout == "8 interleaved":
+        longest = max(len(q) for q in queues)
+        chunks += [q[i] for i in range(longest) for q in queues if i < len(q)]
+    else:
+        chunks += [c for q in queues for c in q]
+    chunks.append(_chunk({}, "tool_calls"))
+    return chunks
+
+
+def fragment_count(chunks: list[dict[str, Any]]) -> int:
+    return sum(
+        1
+        for c in chunks
+        for ch in c["choices"]
+        for _ in (ch["delta"] or {}).get("tool_calls") or ()
+    )
+
+
+# -- implementations ------------------------------------------------------------------------
+
+
+def hand_loop_dicts(chunks: Iterable[dict[str, Any]]) -> Calls:
+    """The same work written by hand: index keying, id/name, concatenation, one parse."""
+    calls: dict[int, list[Any]] = {}
+    for chunk in chunks:
+        for choice in chunk["choices"]:
+            tool_calls = choice["delta"].get("tool_calls")
+            if tool_calls:
+                for tc in tool_calls:
+                    slot = calls.get(tc["index"])
+                    fn = tc["function"]
+                    if slot is None:
+                        slot = calls[tc["index"]] = [tc.get("id"), fn.get("name"), []]
+                    piece = fn.get("arguments")
+                    if piece:
+                        slot[2].append(piece)
+    return [(s[0], s[1], json.loads("".join(s[2]))) for _, s in sorted(calls.items())]
+
+
+def hand_loop_objects(chunks: list[Any]) -> Calls:
+    calls: dict[int, list[Any]] = {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            tool_calls = choice.delta.tool_calls
+            if tool_calls:
+                for tc in tool_calls:
+                    slot = calls.get(tc.index)
+                    fn = tc.function
+                    if slot is None:
+                        slot = calls[tc.index] = [tc.id, fn.name, []]
+                    if fn.arguments:
+                        slot[2].append(fn.arguments)
+    return [(s[0], s[1], json.loads("".join(s[2]))) for _, s in sorted(calls.items())]
+
+
+def _calls(turn: rt.AssistantTurn) -> Calls:
+    return [(c.id, c.name, c.parsed_arguments) for c in turn.tool_calls]
+
+
+def ours_assembler(chunks: list[Any]) -> Calls:
+    assembler = rt.Assembler()
+    feed = assembler.feed
+    for chunk in chunks:
+        feed(chunk)
+    return _calls(assembler.close())
+
+
+def _run_rx(observable: reactivex.Observable[rt.AssistantTurn]) -> Calls:
+    out: list[rt.AssistantTurn] = []
+    observable.subscribe(out.append)
+    return _calls(out[0])
+
+
+def ours_assemble(chunks: list[Any]) -> Calls:
+    source = reactivex.from_iterable(chunks, scheduler=CurrentThreadScheduler())
+    return _run_rx(source.pipe(rt.assemble()))
+
+
+def ours_pipe(chunks: list[Any]) -> Calls:
+    source = reactivex.from_iterable(chunks, scheduler=CurrentThreadScheduler())
+    return _run_rx(
+        source.pipe(
+            rt.group_by_index(), rt.concat_arguments(), rt.on_finish_reason(), rt.atomic_batch()
+        )
+    )
+
+
+def to_sdk_objects(chunks: list[dict[str, Any]]) -> list[Any] | None:
+    try:
+        from openai.types.chat import ChatCompletionChunk
+    except ImportError:
+        return None
+    return [ChatCompletionChunk.model_validate(c) for c in chunks]
+
+
+def openai_stream_state(objects: list[Any]) -> Calls:
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+
+    state = ChatCompletionStreamState()
+    for chunk in objects:
+        state.handle_chunk(chunk)
+    message = state.get_final_completion().choices[0].message
+    return [
+        (c.id, c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or ()
+    ]
+
+
+def to_langchain(chunks: list[dict[str, Any]]) -> list[Any] | None:
+    try:
+        from langchain_core.messages import AIMessageChunk
+    except ImportError:
+        return None
+    from langchain_core.messages.tool import tool_call_chunk
+
+    messages = []
+    for chunk in chunks:
+        delta = chunk["choices"][0]["delta"]
+        parts = [
+            tool_call_chunk(
+                name=tc["function"].get("name"),
+                args=tc["function"].get("arguments"),
+                id=tc.get("id"),
+                index=tc["index"],
+            )
+            for tc in delta.get("tool_calls") or ()
+        ]
+        messages.append(AIMessageChunk(content=delta.get("content") or "", tool_call_chunks=parts))
+    return messages
+
+
+def langchain_sum(messages: list[Any]) -> Calls:
+    total = messages[0]
+    for message in messages[1:]:
+        total = total + message
+    return [(c["id"], c["name"], c["args"]) for c in total.tool_calls]
+
+
+def to_litellm(chunks: list[dict[str, Any]]) -> list[Any] | None:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        with redirect_stdout(io.StringIO()):
+            import litellm
+    except ImportError:
+        return None
+    litellm.suppress_debug_info = True
+    return [litellm.ModelResponseStream(**c) for c in chunks]
+
+
+def litellm_builder(objects: list[Any]) -> Calls:
+    import litellm
+
+    with redirect_stdout(io.StringIO()):
+        response = litellm.stream_chunk_builder(objects)
+    assert response is not None
+    calls: list[Any] = response.choices[0].message.tool_calls or []  # type: ignore[union-attr]
+    return [(c.id, c.function.name, json.loads(c.function.arguments)) for c in calls]
+
+
+# -- timing ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    name: str
+    layout: str
+    size: int
+    fragments: int
+    seconds: list[float] = field(default_factory=list)
+
+    @property
+    def best(self) -> float:
+        return min(self.seconds)
+
+    @property
+    def rate(self) -> float:
+        return self.fragments / self.best
+
+
+def _time(fn: Callable[[Any], Calls], data: Any) -> tuple[float, Calls]:
+    gc.collect()
+    start = time.perf_counter()
+    result = fn(data)
+    return time.perf_counter() - start, result
+
+
+def measure(sizes: tuple[int, ...], repeats: int, peers: bool) -> list[Row]:
+    rows: list[Row] = []
+    for layout in LAYOUTS:
+        for size in sizes:
+            chunks = build_stream(size, layout)
+            n = fragment_count(chunks)
+            runs: list[tuple[str, Callable[[Any], Calls], Any]] = [
+                ("hand loop (dicts)", hand_loop_dicts, chunks),
+                ("Assembler (dicts)", ours_assembler, chunks),
+                ("assemble() (dicts)", ours_assemble, chunks),
+                ("four-operator pipe (dicts)", ours_pipe, chunks),
+            ]
+            if size <= OBJECT_MAX:
+                objects = to_sdk_objects(chunks)
+                if objects is not None:
+                    runs += [
+                        ("hand loop (SDK objects)", hand_loop_objects, objects),
+                        ("assemble() (SDK objects)", ours_assemble, objects),
+                    ]
+                    if peers and size <= PEER_MAX:
+                        runs.append(
+                            ("openai ChatCompletionStreamState", openai_stream_state, objects)
+                        )
+            if peers and size <= PEER_MAX:
+                lc = to_langchain(chunks)
+                if lc is not None:
+                    runs.append(("langchain AIMessageChunk +", langchain_sum, lc))
+                ll = to_litellm(chunks)
+                if ll is not None:
+                    runs.append(("litellm stream_chunk_builder", litellm_builder, ll))
+            expected = hand_loop_dicts(chunks)
+            table = {name: Row(name, layout, size, n) for name, _, _ in runs}
+            slow = size > PEER_MAX // 2
+            for _ in range(repeats):
+                for name, fn, data in runs:
+                    if name in table and table[name].seconds and slow and _is_peer(name):
+                        continue  # one run of a quadratic peer at the larger sizes is enough
+                    seconds, result = _time(fn, data)
+                    if result != expected:
+                        raise SystemExit(f"{name} gave a different result on {layout} {size}")
+                    table[name].seconds.append(seconds)
+            rows += table.values()
+            print(f"  measured {layout:>13} {size:>9,}", file=sys.stderr, flush=True)
+    return rows
+
+
+def _is_peer(name: str) -> bool:
+    return name.startswith(("openai", "langchain", "litellm"))
+
+
+def noise(repeats: int) -> float:
+    """Spread of the hand loop over repeated identical runs: (max - min) / min."""
+    chunks = build_stream(100_000, "1 call")
+    times = [_time(hand_loop_dicts, chunks)[0] for _ in range(max(5, repeats))]
+    return (max(times) - min(times)) / min(times)
+
+
+# -- memory ---------------------------------------------------------------------------------
+
+
+def _generated(text: str) -> Iterator[dict[str, Any]]:
+    """Chunks made on the fly, as a live stream delivers them (each one freed after use)."""
+    yield _chunk(
+        {
+            "tool_calls": [
+                {"index": 0, "id": "call_0", "type": "function", "function": {"name": "t"}}
+            ]
+        }
+    )
+    for i in range(0, len(text), FRAGMENT):
+        yield _chunk(
+            {"tool_calls": [{"index": 0, "function": {"arguments": text[i : i + FRAGMENT]}}]}
+        )
+    yield _chunk({}, "tool_calls")
+
+
+def peak_memory(fragments: int) -> tuple[int, int, int]:
+    """(argument bytes, peak of assemble(), peak of a hand loop keeping a list of pieces)."""
+    text = _arguments(fragments * FRAGMENT, 0)
+    argument_bytes = len(text.encode())
+    gc.collect()
+    tracemalloc.start()
+    source = reactivex.from_iterable(_generated(text), scheduler=CurrentThreadScheduler())
+    _run_rx(source.pipe(rt.assemble()))
+    ours = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    gc.collect()
+    tracemalloc.start()
+    hand_loop_dicts(_generated(text))
+    hand = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return argument_bytes, ours, hand
+
+
+# -- concurrency ----------------------------------------------------------------------------
+
+
+async def _paced(chunks: list[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    for chunk in chunks:
+        await asyncio.sleep(0)  # yield to the loop between chunks, like a socket read
+        yield chunk
+
+
+def concurrency(streams: int) -> tuple[float, int, float]:
+    """(aggregate fragments/s, fragments, peak bytes per stream) for N streams on one loop."""
+    chunks = build_stream(40, "8 interleaved")
+    n = fragment_count(chunks)
+    expected = hand_loop_dicts(chunks)
+
+    async def one() -> Calls:
+        turn: rt.AssistantTurn = await rt.from_async_iterable(lambda: _paced(chunks)).pipe(
+            rt.assemble()
+        )
+        return _calls(turn)
+
+    async def main() -> list[Calls]:
+        return await asyncio.gather(*(one() for _ in range(streams)))
+
+    gc.collect()
+    start = time.perf_counter()
+    results = asyncio.run(main())
+    seconds = time.perf_counter() - start
+    if any(r != expected for r in results):
+        raise SystemExit("a concurrent stream assembled a different result")
+    tracemalloc.start()
+    asyncio.run(main())
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return n * streams / seconds, n * streams, peak / streams
+
+
+# -- report ---------------------------------------------------------------------------------
+
+
+def report(rows: list[Row], out: io.TextIOBase | Any = sys.stdout) -> dict[str, float]:
+    """Print the throughput table; return the figures the targets are checked on."""
+    checks: dict[str, float] = {}
+    for layout in LAYOUTS:
+        print(
+            f"\n### {layout}: fragments/s (ratio to the hand loop over the same input)\n", file=out
+        )
+        sizes = sorted({r.size for r in rows if r.layout == layout})
+        names = list(dict.fromkeys(r.name for r in rows if r.layout == layout))
+        print("| implementation | " + " | ".join(f"{s:,}" for s in sizes) + " |", file=out)
+        print("|---|" + "---:|" * len(sizes), file=out)
+        for name in names:
+            cells = []
+            for size in sizes:
+                row = next(
+                    (r for r in rows if (r.layout, r.size, r.name) == (layout, size, name)), None
+                )
+                if row is None:
+                    cells.append("—")
+                    continue
+                base_name = (
+                    "hand loop (SDK objects)"
+                    if "SDK objects" in name or name.startswith("openai")
+                    else "hand loop (dicts)"
+                )
+                base = next(
+                    r for r in rows if (r.layout, r.size, r.name) == (layout, size, base_name)
+                )
+                cells.append(f"{row.rate:,.0f} ({row.rate / base.rate:.2f})")
+            print(f"| {name} | " + " | ".join(cells) + " |", file=out)
+    for row in rows:
+        key = f"{row.layout}/{row.size}"
+        checks[f"rate/{row.name}/{key}"] = row.rate
+    return checks
+
+
+def targets(rows: list[Row]) -> list[tuple[str, bool, str]]:
+    """Each target of the performance issue, with the figure it was judged on."""
+    found: list[tuple[str, bool, str]] = []
+
+    def rate(name: str, layout: str, size: int) -> float | None:
+        row = next((r for r in rows if (r.name, r.layout, r.size) == (name, layout, size)), None)
+        return None if row is None else row.rate
+
+    keys = sorted({(r.layout, r.size) for r in rows})
+    worst = min(
+        (rate("assemble() (dicts)", lay, s) or 0) / (rate("hand loop (dicts)", lay, s) or 1)
+        for lay, s in keys
+    )
+    found.append(
+        (
+            "assemble() >= 1/3 of the hand loop (dicts), every stream",
+            worst >= 1 / 3,
+            f"worst {worst:.2f}",
+        )
+    )
+    pipe = max(
+        (rate("assemble() (dicts)", lay, s) or 0)
+        / (rate("four-operator pipe (dicts)", lay, s) or 1)
+        for lay, s in keys
+    )
+    found.append(
+        ("four-operator pipe within 1.5x of assemble()", pipe <= 1.5, f"worst {pipe:.2f}x")
+    )
+    obj = [
+        (rate("assemble() (SDK objects)", lay, s), rate("hand loop (SDK objects)", lay, s))
+        for lay, s in keys
+    ]
+    obj_ratios = [a / b for a, b in obj if a and b]
+    if obj_ratios:
+        found.append(
+            (
+                "assemble() >= 1/3 of the hand loop (SDK objects)",
+                min(obj_ratios) >= 1 / 3,
+                f"worst {min(obj_ratios):.2f}",
+            )
+        )
+    sdk = [
+        (rate("assemble() (dicts)", lay, s), rate("openai ChatCompletionStreamState", lay, s))
+        for lay, s in keys
+    ]
+    sdk_ratios = [a / b for a, b in sdk if a and b]
+    if sdk_ratios:
+        found.append(
+            (
+                "assemble() >= 100x ChatCompletionStreamState",
+                min(sdk_ratios) >= 100,
+                f"worst {min(sdk_ratios):,.0f}x",
+            )
+        )
+    for peer in ("langchain AIMessageChunk +", "litellm stream_chunk_builder"):
+        ratios = [
+            (rate("assemble() (dicts)", lay, s) or 0) / p
+            for lay, s in keys
+            if (p := rate(peer, lay, s))
+        ]
+        if ratios:
+            found.append(
+                (
+                    f"assemble() ahead of {peer} at every size",
+                    min(ratios) > 1,
+                    f"worst {min(ratios):,.0f}x",
+                )
+            )
+    return found
+
+
+def plot(rows: list[Row], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    layout = "8 interleaved"
+    for name in dict.fromkeys(r.name for r in rows if r.layout == layout):
+        points = sorted((r.size, r.rate) for r in rows if r.layout == layout and r.name == name)
+        style = "-o" if name.startswith(("assemble", "Assembler", "four")) else "--s"
+        ax.plot([p[0] for p in points], [p[1] for p in points], style, label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"stream size (argument fragments of {FRAGMENT} characters)")
+    ax.set_ylabel("fragments per second")
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    ax.set_title(f"Throughput, 8 interleaved tool calls ({python})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (smoke)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--plot", type=Path, help="write the throughput plot (PNG) here")
+    parser.add_argument("--streams", type=int, default=10_000, help="concurrent async streams")
+    args = parser.parse_args(argv)
+    sizes = (2_500, 10_000) if args.quick else SIZES
+    repeats = 1 if args.quick else args.repeats
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    print(
+        f"# rxtoolcalls benchmark — {python}, {os.cpu_count()} CPUs, {platform.machine()}, "
+        f"rxtoolcalls {rt.__version__}"
+    )
+    print(f"\nminimum of {repeats} interleaved runs; {FRAGMENT}-character fragments, one per chunk")
+    spread = noise(repeats)
+    print(
+        f"machine noise: the hand loop's spread over identical runs is {spread:.0%} ((max-min)/min)"
+    )
+    rows = measure(sizes, repeats, peers=not args.no_peers)
+    report(rows)
+
+    by = {(r.name, r.layout, r.size): r for r in rows}
+    small, large = min(sizes), max(sizes)
+    print("\n### Scaling: seconds per fragment, largest vs smallest stream\n")
+    print("| implementation | layout | " + f"{small:,} | {large:,} | ratio |")
+    print("|---|---|---:|---:|---:|")
+    scaling = []
+    for name in ("assemble() (dicts)", "hand loop (dicts)"):
+        for layout in LAYOUTS:
+            a, b = by[(name, layout, small)], by[(name, layout, large)]
+            per_a, per_b = a.best / a.fragments, b.best / b.fragments
+            scaling.append(per_b / per_a)
+            cells = f"{per_a * 1e9:.0f} ns | {per_b * 1e9:.0f} ns | {per_b / per_a:.2f}"
+            print(f"| {name} | {layout} | {cells} |")
+
+    fragments = 100_000 if args.quick else 1_000_000
+    argument_bytes, ours, hand = peak_memory(fragments)
+    print(f"\n### Peak memory, {fragments:,} fragments made on the fly (tracemalloc)\n")
+    print(
+        f"argument bytes {argument_bytes:,}; assemble() peak {ours:,} "
+        f"({ours / argument_bytes:.2f}x); a hand loop keeping a list of pieces {hand:,} "
+        f"({hand / argument_bytes:.2f}x)"
+    )
+
+    streams = 1_000 if args.quick else args.streams
+    rate, total, per_stream = concurrency(streams)
+    print(f"\n### Concurrency: {streams:,} async streams on one asyncio loop\n")
+    print(
+        f"all {streams:,} turns correct; {total:,} fragments at {rate:,.0f} fragments/s "
+        f"aggregate; peak {per_stream / 1024:.1f} KiB per stream"
+    )
+
+    print("\n### Targets\n")
+    results = targets(rows)
+    results.append(
+        (
+            "linear: per-fragment cost at the largest size within 1.5x of the smallest",
+            max(scaling[:3]) <= 1.5,
+            f"worst {max(scaling[:3]):.2f}",
+        )
+    )
+    results.append(
+        (
+            "peak memory within 3x of the argument bytes (+ small constant)",
+            ours <= 3 * argument_bytes + 1_000_000,
+            f"{ours / argument_bytes:.2f}x",
+        )
+    )
+    for text, ok, figure in results:
+        print(f"- [{'x' if ok else ' '}] {text}: {figure}")
+    if args.plot:
+        plot(rows, args.plot)
+        print(f"\nplot written to {args.plot}")
+    return 0 if all(ok for _, ok, _ in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
