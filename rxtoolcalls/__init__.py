@@ -4,13 +4,16 @@ from ._assembler import Assembler
 from ._errors import (
     ContentFilteredError,
     InvalidArgumentsError,
+    LimitExceededError,
     MalformedChunkError,
     MultipleChoicesError,
     ProviderError,
     StreamInterruptedError,
     ToolCallStreamError,
     TruncatedToolCallError,
+    UnknownToolError,
 )
+from ._policy import DEFAULT, LENIENT, Limits, Policy
 from ._types import (
     AssistantTurn,
     ChoiceEnd,
@@ -36,14 +39,19 @@ from .sources import from_async_iterable, from_jsonl
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT",
+    "LENIENT",
     "Assembler",
     "AssistantTurn",
     "ChoiceEnd",
     "Chunk",
     "ContentFilteredError",
     "InvalidArgumentsError",
+    "LimitExceededError",
+    "Limits",
     "MalformedChunkError",
     "MultipleChoicesError",
+    "Policy",
     "ProviderError",
     "StreamEnd",
     "StreamInterruptedError",
@@ -53,6 +61,7 @@ __all__ = [
     "ToolCallStarted",
     "ToolCallStreamError",
     "TruncatedToolCallError",
+    "UnknownToolError",
     "__version__",
     "assemble",
     "assemble_choices",

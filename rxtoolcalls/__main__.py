@@ -15,13 +15,16 @@ from reactivex import operators as ops
 from ._errors import (
     ContentFilteredError,
     InvalidArgumentsError,
+    LimitExceededError,
     MalformedChunkError,
     MultipleChoicesError,
     ProviderError,
     StreamInterruptedError,
     ToolCallStreamError,
     TruncatedToolCallError,
+    UnknownToolError,
 )
+from ._policy import DEFAULT, LENIENT
 from ._types import AssistantTurn, ToolCallStarted
 from .operators import assemble, progress
 from .sources import read_jsonl
@@ -37,6 +40,8 @@ EXIT_CODES: tuple[tuple[type[ToolCallStreamError], int], ...] = (
     (ContentFilteredError, 6),
     (InvalidArgumentsError, 7),
     (MultipleChoicesError, 8),
+    (LimitExceededError, 10),
+    (UnknownToolError, 11),
     (ToolCallStreamError, 1),
 )
 
@@ -49,6 +54,9 @@ _HINTS: dict[type[ToolCallStreamError], str] = {
     ContentFilteredError: "rephrase the request",
     InvalidArgumentsError: "the model wrote invalid arguments; retry the turn",
     MultipleChoicesError: "request n=1",
+    LimitExceededError: "the output passed a safety limit; raise it in Limits if it is legitimate",
+    UnknownToolError: "the model called an undeclared tool; retry the turn",
+    ToolCallStreamError: "retry",
 }
 
 
@@ -81,6 +89,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="accept a stream that ends without a finish_reason",
     )
+    parser.add_argument(
+        "--policy",
+        choices=("default", "lenient"),
+        default="default",
+        help="lenient opts into every recovery of the provider-quirk catalogue",
+    )
     return parser
 
 
@@ -106,8 +120,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if not args.json:
             print(f"→ {event.name} (call {event.index}, #{event.count})", file=err, flush=True)
 
-    source.pipe(progress()).subscribe(show, lambda _: None)
-    source.pipe(assemble(require_finish_reason=not args.no_require_finish_reason)).subscribe(
+    policy = LENIENT if args.policy == "lenient" else DEFAULT
+    require = False if args.no_require_finish_reason else None
+    source.pipe(progress(policy)).subscribe(show, lambda _: None)
+    source.pipe(assemble(policy, require_finish_reason=require)).subscribe(
         turns.append, errors.append
     )
     source.connect()
@@ -126,6 +142,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             f"✓ {calls} tool call{'s' if calls != 1 else ''}, finish_reason={turn.finish_reason!r}",
             file=err,
         )
+        if turn.normalizations:
+            fixes = ", ".join(f"{k} x{v}" for k, v in sorted(turn.normalizations.items()))
+            print(f"  recovered: {fixes}", file=err)
     print(json.dumps(turn.to_message(), indent=2, ensure_ascii=False), file=out)
     return 0
 

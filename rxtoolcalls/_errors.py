@@ -8,20 +8,24 @@ from __future__ import annotations
 __all__ = [
     "ContentFilteredError",
     "InvalidArgumentsError",
+    "LimitExceededError",
     "MalformedChunkError",
     "MultipleChoicesError",
     "ProviderError",
     "StreamInterruptedError",
     "ToolCallStreamError",
     "TruncatedToolCallError",
+    "UnknownToolError",
 ]
 
 
 class ToolCallStreamError(Exception):
     """Root of every error rxtoolcalls raises; nothing of the turn was emitted.
 
-    ``choice_index``, ``index`` and ``name`` locate the call when the error concerns one
-    (``None`` otherwise).
+    Diagnostics for logs and bug reports (``None`` when unknown or not about one call):
+    ``choice_index``, ``index`` and ``name`` locate the call; ``received`` counts the argument
+    characters it had received; ``finish_reason`` is the one the choice sent. Never a call
+    that could be dispatched.
     """
 
     def __init__(
@@ -31,12 +35,16 @@ class ToolCallStreamError(Exception):
         choice_index: int | None = None,
         index: int | None = None,
         name: str | None = None,
+        received: int | None = None,
+        finish_reason: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.choice_index = choice_index
         self.index = index
         self.name = name
+        self.received = received
+        self.finish_reason = finish_reason
 
 
 class MalformedChunkError(ToolCallStreamError):
@@ -70,3 +78,31 @@ class ContentFilteredError(ToolCallStreamError):
 
 class InvalidArgumentsError(ToolCallStreamError):
     """A closed argument buffer is not exactly one complete JSON object."""
+
+
+class LimitExceededError(ToolCallStreamError):
+    """Output passed a ``Limits`` ceiling (argument size, number of calls, nesting depth).
+
+    ``limit`` names the ceiling and ``value`` is its setting; nothing past it was stored.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: str,
+        value: int,
+        choice_index: int | None = None,
+        index: int | None = None,
+        name: str | None = None,
+        received: int | None = None,
+    ) -> None:
+        super().__init__(
+            message, choice_index=choice_index, index=index, name=name, received=received
+        )
+        self.limit = limit
+        self.value = value
+
+
+class UnknownToolError(ToolCallStreamError):
+    """The model named a tool the request did not declare (``Policy.tools``)."""

@@ -43,6 +43,8 @@ class AssistantTurn:
 
     ``content`` is ``None`` when no content delta was sent; ``tool_calls`` is ordered by
     ``index``; ``usage`` is the last usage object any chunk carried, as a dict.
+    ``function_call`` holds a legacy ``function_call`` (deprecated functions API; its ``id``
+    is ``""``). ``normalizations`` counts each recovery the policy applied, by name, for logs.
     """
 
     content: str | None = None
@@ -52,6 +54,8 @@ class AssistantTurn:
     reasoning: str | None = None
     usage: dict[str, Any] | None = None
     choice_index: int = 0
+    function_call: ToolCall | None = None
+    normalizations: dict[str, int] = field(default_factory=dict)
 
     @property
     def has_tool_calls(self) -> bool:
@@ -69,6 +73,8 @@ class AssistantTurn:
             message["refusal"] = self.refusal
         if self.tool_calls:
             message["tool_calls"] = [call.to_dict() for call in self.tool_calls]
+        if self.function_call is not None:
+            message["function_call"] = self.function_call.to_dict()["function"]
         return message
 
     def tool_messages(
@@ -131,6 +137,8 @@ class ToolCallBuffer:
     name: str | None
     type: str | None
     arguments: str
+    order: int = 0
+    """Opening order within the choice: tells apart calls that reuse one index."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +150,7 @@ class ChoiceEnd:
     refusal: str | None
     reasoning: str | None
     finish_reason: str | None
+    function_call: ToolCallBuffer | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,3 +159,4 @@ class StreamEnd:
 
     choices: tuple[ChoiceEnd, ...]
     usage: dict[str, Any] | None
+    normalizations: dict[str, int] = field(default_factory=dict)

@@ -21,9 +21,18 @@ import reactivex
 from reactivex import GroupedObservable, Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable
 
-from ._assembler import Call, TurnReader, build_turns, check_finish, every_turn, single_turn
+from ._assembler import (
+    Call,
+    TurnReader,
+    build_turns,
+    check_finish,
+    every_turn,
+    resolve_policy,
+    single_turn,
+)
 from ._errors import StreamInterruptedError
 from ._lift import Stage, lift
+from ._policy import Policy
 from ._types import AssistantTurn, StreamEnd, ToolCallBuffer, ToolCallStarted
 
 __all__ = [
@@ -160,7 +169,9 @@ class ToolCallGroup(GroupedObservable[int, str]):
                 observer.on_error(error)
 
 
-def group_by_index() -> Callable[[Observable[Chunk]], Observable[Grouped]]:
+def group_by_index(
+    policy: Policy | None = None,
+) -> Callable[[Observable[Chunk]], Observable[Grouped]]:
     """Split the chunk stream into one ``ToolCallGroup`` per tool call, then one ``StreamEnd``.
 
     ``Observable[Chunk] -> Observable[ToolCallGroup | StreamEnd]``. A group is emitted on the
@@ -172,9 +183,11 @@ def group_by_index() -> Callable[[Observable[Chunk]], Observable[Grouped]]:
         output:  -g0----------g1-(e,|)      g0: -"{"--"}"--|   e: StreamEnd
 
     Wire errors become ``MalformedChunkError``/``ProviderError``; a source error becomes
-    ``StreamInterruptedError`` (cause kept); groups error with it. Cost: O(1) per fragment,
-    one inner stream per call. For the whole turn use ``assemble()``.
+    ``StreamInterruptedError`` (cause kept); groups error with it. ``policy`` sets the wire
+    recoveries and limits (default ``DEFAULT``). Cost: O(1) per fragment, one inner stream per
+    call. For the whole turn use ``assemble()``.
     """
+    chosen = resolve_policy(policy, None)
 
     def make(observer: abc.ObserverBase[Grouped], _: CompositeDisposable) -> Stage[Chunk]:
         groups: list[ToolCallGroup] = []
@@ -184,7 +197,7 @@ def group_by_index() -> Callable[[Observable[Chunk]], Observable[Grouped]]:
             groups.append(group)
             observer.on_next(group)
 
-        reader = TurnReader(on_open=on_open)
+        reader = TurnReader(chosen, on_open=on_open)
 
         def on_completed() -> None:
             end = reader.end()
@@ -236,6 +249,7 @@ def concat_arguments() -> Callable[[Observable[Grouped]], Observable[Joined]]:
                         call.name,
                         call.type,
                         text.getvalue(),
+                        call.order,
                     )
                 )
 
@@ -250,7 +264,7 @@ def concat_arguments() -> Callable[[Observable[Grouped]], Observable[Joined]]:
 
 
 def on_finish_reason(
-    *, require_finish_reason: bool = True
+    policy: Policy | None = None, *, require_finish_reason: bool | None = None
 ) -> Callable[[Observable[Joined]], Observable[Joined]]:
     """Apply the finish policy to each choice when its ``StreamEnd`` arrives; pass items on.
 
@@ -263,15 +277,17 @@ def on_finish_reason(
 
     Raises ``TruncatedToolCallError`` (``length`` with a call), ``ContentFilteredError``,
     ``ProviderError`` (``error``), and ``StreamInterruptedError`` when a choice has no
-    finish_reason, unless ``require_finish_reason=False`` (for providers that never send one).
+    finish_reason, unless ``require_finish_reason=False`` (for providers that never send one)
+    or ``policy.accept_clean_end``; ``MalformedChunkError`` for ``tool_calls`` without a call.
     """
+    chosen = resolve_policy(policy, require_finish_reason)
 
     def make(observer: abc.ObserverBase[Joined], _: CompositeDisposable) -> Stage[Joined]:
         buffers: list[ToolCallBuffer] = []
 
         def on_next(item: Joined) -> None:
             if isinstance(item, StreamEnd):
-                check_finish(item, buffers, require_finish_reason=require_finish_reason)
+                item = check_finish(item, buffers, chosen)
             else:
                 buffers.append(item)
             observer.on_next(item)
@@ -282,7 +298,9 @@ def on_finish_reason(
 
 
 def _atomic(
-    observer: abc.ObserverBase[Any], emit: Callable[[tuple[AssistantTurn, ...]], Any]
+    observer: abc.ObserverBase[Any],
+    emit: Callable[[tuple[AssistantTurn, ...]], Any],
+    policy: Policy,
 ) -> Stage[Joined]:
     buffers: list[ToolCallBuffer] = []
     end: list[StreamEnd] = []
@@ -299,14 +317,16 @@ def _atomic(
                 "the stream completed before its end was read; atomic_batch() takes the "
                 "output of on_finish_reason()"
             )
-        result = emit(build_turns(buffers, end[-1]))
+        result = emit(build_turns(buffers, end[-1], policy))
         observer.on_next(result)
         observer.on_completed()
 
     return Stage(on_next, on_completed)
 
 
-def atomic_batch() -> Callable[[Observable[Joined]], Observable[AssistantTurn]]:
+def atomic_batch(
+    policy: Policy | None = None,
+) -> Callable[[Observable[Joined]], Observable[AssistantTurn]]:
     """Emit the whole ``AssistantTurn`` once when the source completes, or one error.
 
     ``Observable[ToolCallBuffer | StreamEnd] -> Observable[AssistantTurn]``. Every buffer is
@@ -319,28 +339,33 @@ def atomic_batch() -> Callable[[Observable[Joined]], Observable[AssistantTurn]]:
 
     Raises ``InvalidArgumentsError`` or ``TruncatedToolCallError`` for arguments that are not
     one complete JSON object, ``MalformedChunkError`` for a call without name or id, and
-    ``MultipleChoicesError`` for ``n>1`` (use ``atomic_choices()``).
+    ``MultipleChoicesError`` for ``n>1`` (use ``atomic_choices()``); with ``policy``, also
+    ``UnknownToolError`` and ``LimitExceededError`` (nesting depth).
     """
+    chosen = resolve_policy(policy, None)
 
     def make(observer: abc.ObserverBase[AssistantTurn], _: CompositeDisposable) -> Stage[Joined]:
-        return _atomic(observer, single_turn)
+        return _atomic(observer, single_turn, chosen)
 
     return lift(make)
 
 
-def atomic_choices() -> Callable[[Observable[Joined]], Observable[tuple[AssistantTurn, ...]]]:
+def atomic_choices(
+    policy: Policy | None = None,
+) -> Callable[[Observable[Joined]], Observable[tuple[AssistantTurn, ...]]]:
     """Like ``atomic_batch()``, for ``n>1``: one tuple of turns, one per choice, by index."""
+    chosen = resolve_policy(policy, None)
 
     def make(
         observer: abc.ObserverBase[tuple[AssistantTurn, ...]], _: CompositeDisposable
     ) -> Stage[Joined]:
-        return _atomic(observer, every_turn)
+        return _atomic(observer, every_turn, chosen)
 
     return lift(make)
 
 
 def assemble(
-    *, require_finish_reason: bool = True
+    policy: Policy | None = None, *, require_finish_reason: bool | None = None
 ) -> Callable[[Observable[Chunk]], Observable[AssistantTurn]]:
     """Fold a chunk stream into exactly one ``AssistantTurn``, or one typed error.
 
@@ -355,30 +380,36 @@ def assemble(
     >>> reactivex.from_iterable(chunks).pipe(assemble()).run().content
     'Hi'
 
-    Cost: O(1) per fragment; one join and one ``json.loads`` per call at the end. Without Rx,
-    use ``Assembler``; for ``n>1`` use ``assemble_choices()``.
+    ``policy`` (default ``DEFAULT``; ``LENIENT`` opts into every recovery) goes to each
+    stage; ``require_finish_reason`` overrides its switch of that name. Cost: O(1) per
+    fragment; one copy and one ``json.loads`` per call at the end. Without Rx, use
+    ``Assembler``; for ``n>1`` use ``assemble_choices()``.
     """
+    chosen = resolve_policy(policy, require_finish_reason)
     return reactivex.compose(
-        group_by_index(),
+        group_by_index(chosen),
         concat_arguments(),
-        on_finish_reason(require_finish_reason=require_finish_reason),
-        atomic_batch(),
+        on_finish_reason(chosen),
+        atomic_batch(chosen),
     )
 
 
 def assemble_choices(
-    *, require_finish_reason: bool = True
+    policy: Policy | None = None, *, require_finish_reason: bool | None = None
 ) -> Callable[[Observable[Chunk]], Observable[tuple[AssistantTurn, ...]]]:
     """Like ``assemble()`` for ``n>1`` streams: one tuple with a turn per choice, atomically."""
+    chosen = resolve_policy(policy, require_finish_reason)
     return reactivex.compose(
-        group_by_index(),
+        group_by_index(chosen),
         concat_arguments(),
-        on_finish_reason(require_finish_reason=require_finish_reason),
-        atomic_choices(),
+        on_finish_reason(chosen),
+        atomic_choices(chosen),
     )
 
 
-def progress() -> Callable[[Observable[Chunk]], Observable[ToolCallStarted]]:
+def progress(
+    policy: Policy | None = None,
+) -> Callable[[Observable[Chunk]], Observable[ToolCallStarted]]:
     """Emit a ``ToolCallStarted`` on the very chunk that carries a call's name.
 
     ``Observable[Chunk] -> Observable[ToolCallStarted]``; never partial arguments (pieces are
@@ -388,11 +419,12 @@ def progress() -> Callable[[Observable[Chunk]], Observable[ToolCallStarted]]:
         output:  -s0----------s1-|       s1.count == 2
 
     Wire errors become ``MalformedChunkError``. Share the source (``ops.share()``) to run it
-    beside ``assemble()``.
+    beside ``assemble()``, with the same ``policy``.
     """
+    chosen = resolve_policy(policy, None)
 
     def make(observer: abc.ObserverBase[ToolCallStarted], _: CompositeDisposable) -> Stage[Chunk]:
-        feed = TurnReader(keep_arguments=False).feed
+        feed = TurnReader(chosen, keep_arguments=False).feed
         emit = observer.on_next
 
         def on_next(chunk: Chunk) -> None:

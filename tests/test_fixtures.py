@@ -83,7 +83,13 @@ DOCUMENTED: dict[str, dict[str, Any]] = {
         "default": {"finish_reason": "tool_calls", "calls": [("nonUsefulTool", "{}")]},
         "reasoning": True,
     },
-    "copilot__legacy_function_call": {"default": rt.MalformedChunkError},
+    "copilot__legacy_function_call": {
+        "default": {
+            "finish_reason": "function_call",
+            "calls": [],
+            "function_call": "get_current_weather",
+        }
+    },
     "copilot__n3_sequential_choices_prompt_filter": {"default": rt.MultipleChoicesError},
     "openai__gpt4o_mini_multiple_choices_n2_interleaved": {"default": rt.MultipleChoicesError},
     "openai__multiple_choices_n3": {"default": rt.MultipleChoicesError},
@@ -123,6 +129,12 @@ DOCUMENTED_EXPECTED_ERRORS = {
 
 def _check(turn: rt.AssistantTurn, spec: dict[str, Any]) -> None:
     assert turn.finish_reason == spec["finish_reason"]
+    if "function_call" in spec:
+        assert turn.function_call is not None
+        assert turn.function_call.name == spec["function_call"]
+        assert isinstance(turn.function_call.parsed_arguments, dict)
+    else:
+        assert turn.function_call is None
     if "content" in spec:
         assert turn.content == spec["content"]
     assert len(turn.tool_calls) == len(spec["calls"])

@@ -43,7 +43,6 @@ def test_module_entry_point_runs() -> None:
     ("fixture", "code"),
     [
         ("tgi__llama31_tool_call_id_repeated_no_finish", 4),
-        ("copilot__legacy_function_call", 3),
         ("openai__multiple_choices_n3", 8),
     ],
 )
@@ -63,10 +62,20 @@ def test_opt_out_of_the_finish_reason(capsys: pytest.CaptureFixture[str]) -> Non
     assert json.loads(out.getvalue())["tool_calls"][0]["function"]["name"] == "get_current_weather"
 
 
+def test_lenient_policy_reports_its_recoveries(capsys: pytest.CaptureFixture[str]) -> None:
+    out = io.StringIO()
+    path = str(FIXTURES / "openrouter__novita_kimi_k2_name_repeated_no_finish.jsonl")
+    assert main([path], out=out) == 4
+    assert main([path, "--policy", "lenient"], out=out) == 0
+    assert "accepted_missing_finish x1" in capsys.readouterr().err
+
+
 def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     assert main([str(tmp_path / "missing.jsonl")], out=io.StringIO()) == 2
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")
+    assert main([str(bad)], out=io.StringIO()) == 3
+    bad.write_text('{"choices": [{"index": 0, "delta": {"content": 5}}]}\n')
     assert main([str(bad)], out=io.StringIO()) == 3
 
 

@@ -304,7 +304,7 @@ def test_concat_arguments_joins_without_parsing() -> None:
     )
     assert errors == []
     assert done
-    assert values[0] == rt.ToolCallBuffer(0, 0, "call_a", "f", "function", '{"a": not json')
+    assert values[0] == rt.ToolCallBuffer(0, 0, "call_a", "f", "function", '{"a": not json', 1)
     assert isinstance(values[1], rt.StreamEnd)
 
 

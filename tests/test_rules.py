@@ -341,8 +341,9 @@ def test_invalid_arguments(run: Runner, text: str) -> None:
 
 def test_deep_nesting_is_a_typed_error(run: Runner) -> None:
     text = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"
-    with pytest.raises(rt.InvalidArgumentsError):
+    with pytest.raises(rt.LimitExceededError) as info:
         run([call_open(0, "call_a", "f", text), finish()])
+    assert info.value.limit == "max_depth"
 
 
 def test_a_call_without_name_or_id(run: Runner) -> None:

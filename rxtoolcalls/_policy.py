@@ -1,0 +1,121 @@
+"""Policies and limits: plain frozen values passed to ``assemble(...)``, never global state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+__all__ = ["DEFAULT", "LENIENT", "Limits", "Policy"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Ceilings against hostile or runaway output; exceeding one is a ``LimitExceededError``.
+
+    Argument sizes count characters of the JSON text as received (before any parsing), checked
+    before a piece is stored, so nothing is kept past a limit.
+    """
+
+    max_call_arguments: int = 4 * 1024 * 1024
+    max_turn_arguments: int = 16 * 1024 * 1024
+    max_calls: int = 128
+    max_depth: int = 128
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """What to accept, repair or refuse. The default refuses every ambiguous deviation.
+
+    Each switch opts into one recovery of the provider-quirk catalogue (item number given):
+
+    - ``require_finish_reason`` (16): a stream without any finish_reason is an error.
+    - ``accept_clean_end`` (16): accept a missing finish_reason when every call's arguments
+      are one complete JSON object (the turn keeps ``finish_reason=None``).
+    - ``split_reused_index`` (2): a new id on an index that holds another id starts a new call
+      (Ollama, vLLM, SGLang send every parallel call as index 0).
+    - ``keep_first_id`` (6): an id that changes inside one call keeps the first one.
+    - ``synthesize_missing_ids`` (8): a call without id gets ``"call_rx_<choice>_<index>"``.
+    - ``join_split_names`` (10): a name piece that differs from the name so far is appended
+      while no argument has arrived (Gemini streams ``get_wea`` + ``ther``).
+    - ``object_arguments`` (12): arguments sent as a JSON object (not a string) are accepted
+      as the call's only payload and serialised once.
+    - ``drop_resent_arguments`` (13): a piece equal to everything received so far is a resend
+      and dropped; a piece that starts with everything received so far replaces it (cumulative
+      snapshots).
+    - ``accept_tool_calls_finish_without_calls`` (15): ``finish_reason="tool_calls"`` with no
+      tool call streamed is accepted instead of refused.
+    - ``reject_duplicate_keys``: an argument object with a repeated key is invalid (a tool
+      reading the first key while a logger reads the last is an attack surface).
+    - ``tools``: the declared tool names, each with its JSON schema or ``None`` (build it with
+      ``with_tools(request_tools)``); an unknown name is an ``UnknownToolError`` the moment it
+      arrives. ``validate_arguments`` checks the parsed arguments against the schemas (needs
+      the ``schema`` extra, ``jsonschema``).
+    """
+
+    require_finish_reason: bool = True
+    accept_clean_end: bool = False
+    split_reused_index: bool = False
+    keep_first_id: bool = False
+    synthesize_missing_ids: bool = False
+    join_split_names: bool = False
+    object_arguments: bool = False
+    drop_resent_arguments: bool = False
+    accept_tool_calls_finish_without_calls: bool = False
+    reject_duplicate_keys: bool = False
+    tools: Mapping[str, Mapping[str, Any] | None] | None = None
+    validate_arguments: bool = False
+    limits: Limits = field(default_factory=Limits)
+
+    def __post_init__(self) -> None:
+        if self.validate_arguments:
+            try:
+                import jsonschema  # noqa: F401
+            except ImportError as exc:
+                raise ImportError(
+                    "validate_arguments needs jsonschema: pip install 'rxtoolcalls[schema]'"
+                ) from exc
+
+    def with_tools(self, tools: object) -> Policy:
+        """A copy that knows the request's declared tools (the ``tools=`` list sent to the API).
+
+        Accepts the API's list of ``{"type": "function", "function": {"name", "parameters"}}``
+        entries, or plain names.
+        """
+        declared: dict[str, Mapping[str, Any] | None] = {}
+        if not isinstance(tools, list | tuple):
+            raise TypeError("tools must be the list of tools sent with the request")
+        for tool in tools:
+            if isinstance(tool, str):
+                declared[tool] = None
+                continue
+            if not isinstance(tool, Mapping):
+                raise TypeError(f"a tool must be a mapping or a name, got {type(tool).__name__}")
+            function = tool.get("function", tool)
+            name = function.get("name") if isinstance(function, Mapping) else None
+            if not isinstance(name, str):
+                raise TypeError(f"a tool without a function name: {tool!r}")
+            parameters = function.get("parameters")
+            declared[name] = parameters if isinstance(parameters, Mapping) else None
+        return replace(self, tools=declared)
+
+    @property
+    def needs_piece_checks(self) -> bool:
+        """Whether argument pieces need more than counting (the hot path's fast case)."""
+        return self.drop_resent_arguments or self.object_arguments or self.join_split_names
+
+
+DEFAULT = Policy()
+"""Safe: accept every unambiguous deviation, refuse every ambiguous or dangerous one."""
+
+LENIENT = Policy(
+    accept_clean_end=True,
+    split_reused_index=True,
+    keep_first_id=True,
+    synthesize_missing_ids=True,
+    join_split_names=True,
+    object_arguments=True,
+    drop_resent_arguments=True,
+    accept_tool_calls_finish_without_calls=True,
+)
+"""Every recovery of the catalogue; each one that fires is counted in ``turn.normalizations``."""

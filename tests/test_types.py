@@ -1,0 +1,87 @@
+"""The public values: the messages a turn becomes, and what tool_messages refuses."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import rxtoolcalls as rt
+from tests.helpers import load_fixture, run_assembler
+
+
+def _turn() -> rt.AssistantTurn:
+    return run_assembler(load_fixture("openai__parallel_tool_calls"))
+
+
+def test_to_message_is_the_api_shape() -> None:
+    message = _turn().to_message()
+    assert message == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_JMW1whyEaYG438VE1OIflxA2",
+                "type": "function",
+                "function": {
+                    "name": "GetWeatherArgs",
+                    "arguments": '{"city": "Edinburgh", "country": "GB", "units": "c"}',
+                },
+            },
+            {
+                "id": "call_DNYTawLBoN8fj3KN6qU9N1Ou",
+                "type": "function",
+                "function": {
+                    "name": "get_stock_price",
+                    "arguments": '{"ticker": "AAPL", "exchange": "NASDAQ"}',
+                },
+            },
+        ],
+    }
+
+
+def test_to_message_without_calls_has_no_tool_calls_key() -> None:
+    assert rt.AssistantTurn(content="Hi", finish_reason="stop").to_message() == {
+        "role": "assistant",
+        "content": "Hi",
+    }
+    refused = rt.AssistantTurn(refusal="No.", finish_reason="stop").to_message()
+    assert refused == {"role": "assistant", "content": None, "refusal": "No."}
+
+
+def test_tool_messages_from_a_mapping_and_from_a_list() -> None:
+    turn = _turn()
+    ids = [c.id for c in turn.tool_calls]
+    by_id = turn.tool_messages({ids[1]: {"price": 1.5}, ids[0]: "11 C"})
+    assert by_id == [
+        {"role": "tool", "tool_call_id": ids[0], "content": "11 C"},
+        {"role": "tool", "tool_call_id": ids[1], "content": '{"price": 1.5}'},
+    ]
+    assert turn.tool_messages(["11 C", {"price": 1.5}]) == by_id
+
+
+@pytest.mark.parametrize(
+    "results",
+    [
+        {},
+        {"call_JMW1whyEaYG438VE1OIflxA2": "x"},
+        {"call_JMW1whyEaYG438VE1OIflxA2": "x", "call_DNYTawLBoN8fj3KN6qU9N1Ou": "y", "z": "w"},
+        ["only one"],
+        ["a", "b", "c"],
+        "ab",
+    ],
+)
+def test_tool_messages_need_exactly_one_result_per_call(results: object) -> None:
+    with pytest.raises(ValueError, match="result"):
+        _turn().tool_messages(results)  # type: ignore[arg-type]
+
+
+def test_values_are_frozen_and_comparable() -> None:
+    turn = _turn()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        turn.content = "x"  # type: ignore[misc]
+    assert turn == _turn()
+    call = turn.tool_calls[0]
+    assert call.to_dict()["function"]["name"] == call.name
+    assert call.parsed_arguments == {"city": "Edinburgh", "country": "GB", "units": "c"}
+    assert not hasattr(call, "__dict__")
