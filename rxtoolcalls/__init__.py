@@ -20,7 +20,18 @@ from ._types import (
     StreamEnd,
     ToolCall,
     ToolCallBuffer,
+    ToolCallCommitted,
+    ToolCallProgress,
     ToolCallStarted,
+)
+from .agent import (
+    Conversation,
+    ToolCallFinished,
+    ToolExecutionError,
+    TurnFinished,
+    TurnLimitError,
+    TurnRetried,
+    agent_loop,
 )
 from .operators import (
     Chunk,
@@ -31,10 +42,18 @@ from .operators import (
     atomic_choices,
     concat_arguments,
     group_by_index,
+    lifecycle,
     on_finish_reason,
     progress,
 )
-from .sources import from_async_iterable, from_jsonl
+from .sources import (
+    from_async_iterable,
+    from_async_openai_stream,
+    from_jsonl,
+    from_openai_stream,
+    from_sse,
+)
+from .transcript import repair_transcript
 
 __version__ = "0.1.0"
 
@@ -46,6 +65,7 @@ __all__ = [
     "ChoiceEnd",
     "Chunk",
     "ContentFilteredError",
+    "Conversation",
     "InvalidArgumentsError",
     "LimitExceededError",
     "Limits",
@@ -57,20 +77,33 @@ __all__ = [
     "StreamInterruptedError",
     "ToolCall",
     "ToolCallBuffer",
+    "ToolCallCommitted",
+    "ToolCallFinished",
     "ToolCallGroup",
+    "ToolCallProgress",
     "ToolCallStarted",
     "ToolCallStreamError",
+    "ToolExecutionError",
     "TruncatedToolCallError",
+    "TurnFinished",
+    "TurnLimitError",
+    "TurnRetried",
     "UnknownToolError",
     "__version__",
+    "agent_loop",
     "assemble",
     "assemble_choices",
     "atomic_batch",
     "atomic_choices",
     "concat_arguments",
     "from_async_iterable",
+    "from_async_openai_stream",
     "from_jsonl",
+    "from_openai_stream",
+    "from_sse",
     "group_by_index",
+    "lifecycle",
     "on_finish_reason",
     "progress",
+    "repair_transcript",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +13,8 @@ __all__ = [
     "StreamEnd",
     "ToolCall",
     "ToolCallBuffer",
+    "ToolCallCommitted",
+    "ToolCallProgress",
     "ToolCallStarted",
 ]
 
@@ -112,6 +114,14 @@ class AssistantTurn:
             for call_id, value in zip(ids, values, strict=True)
         ]
 
+    def exchange(self, results: Mapping[str, object] | Sequence[object]) -> list[dict[str, Any]]:
+        """The assistant message and one tool message per call, as one list to append.
+
+        Appending this (never the assistant message alone) keeps a transcript valid: every
+        ``tool_call_id`` answered, in order. Raises ``ValueError`` like ``tool_messages``.
+        """
+        return [self.to_message(), *self.tool_messages(results)]
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCallStarted:
@@ -124,6 +134,35 @@ class ToolCallStarted:
     id: str | None
     name: str
     count: int
+    choice_index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallProgress:
+    """Arguments are arriving for a call: ``characters`` and ``fragments`` received so far.
+
+    Never the partial JSON itself; ``partial_arguments()`` reads it on demand (unparsed, and
+    never a call to dispatch).
+    """
+
+    index: int
+    id: str | None
+    name: str | None
+    characters: int
+    fragments: int
+    choice_index: int = 0
+    _view: Callable[[], str] = field(default=str, repr=False, compare=False)
+
+    def partial_arguments(self) -> str:
+        """The argument text received so far, read now (it may have grown since the event)."""
+        return self._view()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallCommitted:
+    """The turn closed and validated: this call is complete and may be dispatched."""
+
+    call: ToolCall
     choice_index: int = 0
 
 

@@ -33,7 +33,14 @@ from ._assembler import (
 from ._errors import StreamInterruptedError
 from ._lift import Stage, lift
 from ._policy import Policy
-from ._types import AssistantTurn, StreamEnd, ToolCallBuffer, ToolCallStarted
+from ._types import (
+    AssistantTurn,
+    StreamEnd,
+    ToolCallBuffer,
+    ToolCallCommitted,
+    ToolCallProgress,
+    ToolCallStarted,
+)
 
 __all__ = [
     "Chunk",
@@ -44,6 +51,7 @@ __all__ = [
     "atomic_choices",
     "concat_arguments",
     "group_by_index",
+    "lifecycle",
     "on_finish_reason",
     "progress",
 ]
@@ -432,5 +440,79 @@ def progress(
                 emit(event)
 
         return Stage(on_next, observer.on_completed)
+
+    return lift(make)
+
+
+CallEvent: TypeAlias = "ToolCallStarted | ToolCallProgress | ToolCallCommitted"
+
+
+def lifecycle(
+    policy: Policy | None = None, *, every: int = 64
+) -> Callable[[Observable[Chunk]], Observable[CallEvent]]:
+    """Per-call events for UIs: started, arguments progress, committed at the finish.
+
+    ``Observable[Chunk] -> Observable[ToolCallStarted | ToolCallProgress | ToolCallCommitted]``.
+    A ``ToolCallProgress`` comes every ``every`` argument pieces of a call (counts only); the
+    ``ToolCallCommitted`` events come when the source completes and the whole turn validated,
+    in call order — or one error instead, exactly as ``assemble()`` would raise::
+
+        chunks:  -c0--c1-...-c64--|     (c0 names call 0)
+        output:  -s0---------p0---(k0,|)
+
+    Cost: one counter per piece; the partial text is read only by ``partial_arguments()``.
+    """
+    if every < 1:
+        raise ValueError("every must be at least 1")
+    chosen = resolve_policy(policy, None)
+
+    def make(observer: abc.ObserverBase[CallEvent], _: CompositeDisposable) -> Stage[Chunk]:
+        def on_open(call: Call) -> None:
+            write = call.text.write
+            count = 0
+
+            def sink(piece: str) -> None:
+                nonlocal count
+                write(piece)
+                count += 1
+                if count % every == 0:
+                    pending.append(
+                        ToolCallProgress(
+                            call.index,
+                            call.id,
+                            call.name,
+                            call.size,
+                            count,
+                            call.choice_index,
+                            call.text.getvalue,
+                        )
+                    )
+
+            call.sink = sink
+
+        reader = TurnReader(chosen, on_open=on_open)
+        emit = observer.on_next
+        # Progress found while reading a chunk follows the chunk's start events.
+        pending: list[ToolCallProgress] = []
+
+        def on_next(chunk: Chunk) -> None:
+            for event in reader.feed(chunk):
+                emit(event)
+            if pending:
+                ready = pending[:]
+                pending.clear()
+                for progress_event in ready:
+                    emit(progress_event)
+
+        def on_completed() -> None:
+            buffers = [call.buffer() for call in reader.calls()]
+            end = check_finish(reader.end(), buffers, chosen)
+            turns = every_turn(build_turns(buffers, end, chosen))
+            for turn in turns:
+                for call in turn.tool_calls:
+                    emit(ToolCallCommitted(call, turn.choice_index))
+            observer.on_completed()
+
+        return Stage(on_next, on_completed)
 
     return lift(make)
