@@ -878,6 +878,14 @@ class TurnReader:
 
     # -- reading the state ---------------------------------------------------------------
 
+    def finish_reason(self) -> str | None:
+        """The finish_reason of the lowest choice, once sent (cheap: no copy)."""
+        return self._choices[min(self._choices)].finish_reason if self._choices else None
+
+    def content_size(self) -> int:
+        """Characters of content received so far, over all choices (cheap: no copy)."""
+        return sum(c.content.tell() for c in self._choices.values() if c.content is not None)
+
     def calls(self) -> list[Call]:
         """Every call opened so far, ordered by (choice index, index, order of opening)."""
         return sorted(self._all_calls(), key=lambda c: (c.choice_index, c.index, c.order))

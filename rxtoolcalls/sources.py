@@ -26,6 +26,7 @@ __all__ = [
     "from_openai_stream",
     "from_sse",
     "read_jsonl",
+    "record",
 ]
 
 T = TypeVar("T")
@@ -321,3 +322,59 @@ def from_async_openai_stream(
             await _close(stream)
 
     return from_async_iterable(chunks, loop=loop)
+
+
+def _wire_dict(chunk: object) -> Any:
+    if isinstance(chunk, dict):
+        return chunk
+    dump = getattr(chunk, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_unset=True)
+    raise MalformedChunkError(f"cannot record a {type(chunk).__name__} chunk as JSON")
+
+
+def record(path: str | os.PathLike[str]) -> Callable[[Observable[T]], Observable[T]]:
+    """Pass chunks through unchanged while writing them to ``path``, one JSON line each.
+
+    ``Observable[Chunk] -> Observable[Chunk]``; the capture is in the fixture format (SDK
+    objects as their wire dicts), flushed per chunk so a crash keeps what arrived. Each
+    subscription rewrites the file; it is closed on completion, error or dispose. Use it in
+    front of ``assemble()`` to keep "the raw stream" a bug report asks for.
+    """
+
+    def operator(source: Observable[T]) -> Observable[T]:
+        def subscribe(
+            observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None
+        ) -> abc.DisposableBase:
+            capture = Path(path).open("w", encoding="utf-8")  # noqa: SIM115 - closed by dispose
+
+            def close() -> None:
+                if not capture.closed:
+                    capture.close()
+
+            def on_next(chunk: T) -> None:
+                if capture.closed:
+                    return  # failed to write earlier, or disposed
+                try:
+                    capture.write(json.dumps(_wire_dict(chunk), ensure_ascii=False) + "\n")
+                    capture.flush()
+                except Exception as error:  # noqa: BLE001 - delivered as on_error
+                    close()
+                    observer.on_error(error)
+                    return
+                observer.on_next(chunk)
+
+            def on_error(error: Exception) -> None:
+                close()
+                observer.on_error(error)
+
+            def on_completed() -> None:
+                close()
+                observer.on_completed()
+
+            subscription = source.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
+            return CompositeDisposable(subscription, Disposable(close))
+
+        return Observable(subscribe)
+
+    return operator
