@@ -197,13 +197,17 @@ def _get(obj: object, name: str) -> Any:
 
 
 def _extra(obj: object, name: str) -> Any:
-    """Read a field a typed model may hold only as an extra (pydantic ``extra="allow"``)."""
+    """Read a field that a typed model may hold as an extra (pydantic ``extra="allow"``)."""
     if isinstance(obj, dict):
         return obj.get(name)
-    extra = getattr(obj, "__pydantic_extra__", None)
-    if type(extra) is dict:
-        return extra.get(name)
-    return getattr(obj, name, None)
+    extra = getattr(obj, "__pydantic_extra__", _ABSENT)
+    if extra is _ABSENT:
+        return getattr(obj, name, None)
+    if isinstance(extra, dict) and name in extra:
+        return extra[name]
+    # A declared field, or nothing: pydantic's own lookup of a missing name is slow.
+    fields = getattr(type(obj), "model_fields", None)
+    return getattr(obj, name, None) if fields is None or name in fields else None
 
 
 def _as_dict(value: object) -> dict[str, Any]:
@@ -224,6 +228,27 @@ def _where(choice_index: int, index: int | None, name: str | None) -> str:
     if choice_index:
         where += f" of choice {choice_index}"
     return where
+
+
+def _at(call: Call) -> dict[str, Any]:
+    """Where an error about ``call`` happened, for its diagnostics."""
+    return {
+        "choice_index": call.choice_index,
+        "index": call.index,
+        "name": call.name,
+        "received": call.size,
+    }
+
+
+def _at_buffer(buffer: ToolCallBuffer, finish_reason: str | None) -> dict[str, Any]:
+    """Where an error about a closed buffer happened, for its diagnostics."""
+    return {
+        "choice_index": buffer.choice_index,
+        "index": buffer.index,
+        "name": buffer.name,
+        "received": len(buffer.arguments),
+        "finish_reason": finish_reason,
+    }
 
 
 class TurnReader:
@@ -436,30 +461,14 @@ class TurnReader:
             if value is None:
                 continue
             if key == "tool_calls":
-                if type(value) is not list:
-                    raise MalformedChunkError(
-                        f"delta.tool_calls must be a list, got {type(value).__name__}"
-                    )
                 entries = value
-                for entry in value:
-                    event = self._entry(state, entry)
-                    if event is not None:
-                        if named is None:
-                            named = [event]
-                        else:
-                            named.append(event)
+                named = self._entries(state, value)
             elif key == "content":
-                if state.content is None:
-                    state.content = io.StringIO()
-                state.content.write(self._text(state, "content", value))
+                self._write(state, "content", key, value)
             elif key == "reasoning_content" or key == "reasoning":
-                if state.reasoning is None:
-                    state.reasoning = io.StringIO()
-                state.reasoning.write(self._text(state, key, value))
+                self._write(state, "reasoning", key, value)
             elif key == "refusal":
-                if state.refusal is None:
-                    state.refusal = io.StringIO()
-                state.refusal.write(self._text(state, "refusal", value))
+                self._write(state, "refusal", key, value)
             elif key == "function_call":
                 legacy = value
         if legacy is not None:
@@ -469,40 +478,45 @@ class TurnReader:
     def _object_delta(self, state: _Choice, delta: object) -> list[ToolCallStarted] | None:
         if isinstance(delta, str | bytes | int | float | list | tuple):
             raise MalformedChunkError(f"delta must be an object, got {type(delta).__name__}")
-        named: list[ToolCallStarted] | None = None
         entries = getattr(delta, "tool_calls", None)
-        if entries is not None:
-            if type(entries) is not list and type(entries) is not tuple:
-                raise MalformedChunkError(
-                    f"delta.tool_calls must be a list, got {type(entries).__name__}"
-                )
-            for entry in entries:
-                event = self._entry(state, entry)
-                if event is not None:
-                    if named is None:
-                        named = [event]
-                    else:
-                        named.append(event)
-        content = getattr(delta, "content", None)
-        if content is not None:
-            if state.content is None:
-                state.content = io.StringIO()
-            state.content.write(self._text(state, "content", content))
-        for key in ("reasoning_content", "reasoning"):
+        named = None if entries is None else self._entries(state, entries)
+        for slot, key in (
+            ("content", "content"),
+            ("reasoning", "reasoning_content"),
+            ("reasoning", "reasoning"),
+            ("refusal", "refusal"),
+        ):
             value = _extra(delta, key)
             if value is not None:
-                if state.reasoning is None:
-                    state.reasoning = io.StringIO()
-                state.reasoning.write(self._text(state, key, value))
-        refusal = getattr(delta, "refusal", None)
-        if refusal is not None:
-            if state.refusal is None:
-                state.refusal = io.StringIO()
-            state.refusal.write(self._text(state, "refusal", refusal))
+                self._write(state, slot, key, value)
         legacy = getattr(delta, "function_call", None)
         if legacy is not None:
             self._function_call(state, legacy, list(entries) if entries is not None else None)
         return named
+
+    def _entries(self, state: _Choice, entries: object) -> list[ToolCallStarted] | None:
+        """Apply a delta's ``tool_calls`` list, entry by entry in array order."""
+        if type(entries) is not list and type(entries) is not tuple:
+            raise MalformedChunkError(
+                f"delta.tool_calls must be a list, got {type(entries).__name__}"
+            )
+        named: list[ToolCallStarted] | None = None
+        for entry in entries:
+            event = self._entry(state, entry)
+            if event is not None:
+                if named is None:
+                    named = [event]
+                else:
+                    named.append(event)
+        return named
+
+    def _write(self, state: _Choice, slot: str, field: str, value: object) -> None:
+        """Append a text piece (content, reasoning, refusal) to its per-choice buffer."""
+        buffer = getattr(state, slot)
+        if buffer is None:
+            buffer = io.StringIO()
+            setattr(state, slot, buffer)
+        buffer.write(self._text(state, field, value))
 
     def _entry(self, state: _Choice, entry: object) -> ToolCallStarted | None:
         if state.legacy_name is not None or state.legacy_arguments is not None:
@@ -583,10 +597,7 @@ class TurnReader:
                     f"{call.id!r} to {id!r} inside one call; the provider reused an index for "
                     f"another call or changed the id mid-call (Policy.split_reused_index and "
                     f"Policy.keep_first_id recover each)",
-                    choice_index=state.index,
-                    index=call.index,
-                    name=call.name,
-                    received=call.size,
+                    **_at(call),
                 )
         event: ToolCallStarted | None = None
         if call is None:
@@ -603,10 +614,7 @@ class TurnReader:
                     raise MalformedChunkError(
                         f"{_where(state.index, call.index, call.name)}: type changed from "
                         f"{call.type!r} to {type_!r} inside one call",
-                        choice_index=state.index,
-                        index=call.index,
-                        name=call.name,
-                        received=call.size,
+                        **_at(call),
                     )
             if name is not None:
                 if call.name is None:
@@ -618,10 +626,7 @@ class TurnReader:
                             f"{_where(state.index, call.index, call.name)}: name {name!r} "
                             f"arrived after {call.name!r}; names are never concatenated "
                             f"(Policy.join_split_names joins pieces sent before the arguments)",
-                            choice_index=state.index,
-                            index=call.index,
-                            name=call.name,
-                            received=call.size,
+                            **_at(call),
                         )
                     self._count("joined_split_name")
                     call.name += name
@@ -676,19 +681,13 @@ class TurnReader:
                         if isinstance(piece, dict)
                         else ""
                     ),
-                    choice_index=state.index,
-                    index=call.index,
-                    name=call.name,
-                    received=call.size,
+                    **_at(call),
                 )
         elif call.object_payload and piece:
             raise MalformedChunkError(
                 f"{_where(state.index, call.index, call.name)}: string argument pieces after "
                 f"an object payload; the two cannot be joined",
-                choice_index=state.index,
-                index=call.index,
-                name=call.name,
-                received=call.size,
+                **_at(call),
             )
         if not piece:
             return
@@ -713,10 +712,7 @@ class TurnReader:
                 f"Limits.{which} ({value:,} characters); nothing past it was kept",
                 limit=which,
                 value=value,
-                choice_index=state.index,
-                index=call.index,
-                name=call.name,
-                received=call.size,
+                **_at(call),
             )
         call.size = size
         self._budget -= len(piece)
@@ -748,10 +744,7 @@ class TurnReader:
         return UnknownToolError(
             f"{_where(call.choice_index, call.index, call.name)}: the model called a tool the "
             f"request did not declare; declared: {', '.join(tools) or 'none'}",
-            choice_index=call.choice_index,
-            index=call.index,
-            name=call.name,
-            received=call.size,
+            **_at(call),
         )
 
     def _function_call(self, state: _Choice, legacy: object, entries: list[Any] | None) -> None:
@@ -1034,13 +1027,7 @@ def _depth(value: object, limit: int) -> bool:
 def _parse(buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None) -> dict[str, Any]:
     where = _where(buffer.choice_index, buffer.index, buffer.name)
     text = buffer.arguments
-    about: dict[str, Any] = {
-        "choice_index": buffer.choice_index,
-        "index": buffer.index,
-        "name": buffer.name,
-        "received": len(text),
-        "finish_reason": finish_reason,
-    }
+    about = _at_buffer(buffer, finish_reason)
     if not text.strip():
         raise InvalidArgumentsError(
             f"{where}: no arguments were sent (a call without parameters must send '{{}}')",
@@ -1069,10 +1056,7 @@ def _parse(buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None) ->
             f"{where}: the arguments nest deeper than the JSON parser allows",
             limit="max_depth",
             value=policy.limits.max_depth,
-            choice_index=buffer.choice_index,
-            index=buffer.index,
-            name=buffer.name,
-            received=len(text),
+            **_at_buffer(buffer, finish_reason),
         ) from exc
     except ValueError as exc:
         raise InvalidArgumentsError(
@@ -1088,10 +1072,7 @@ def _parse(buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None) ->
             f"{where}: the arguments nest deeper than Limits.max_depth ({policy.limits.max_depth})",
             limit="max_depth",
             value=policy.limits.max_depth,
-            choice_index=buffer.choice_index,
-            index=buffer.index,
-            name=buffer.name,
-            received=len(text),
+            **_at_buffer(buffer, finish_reason),
         )
     return value
 
@@ -1112,11 +1093,7 @@ def _complete(
         raise UnknownToolError(
             f"{where}: the model called a tool the request did not declare; declared: "
             f"{', '.join(sorted(policy.tools)) or 'none'}",
-            choice_index=buffer.choice_index,
-            index=buffer.index,
-            name=buffer.name,
-            received=len(buffer.arguments),
-            finish_reason=finish_reason,
+            **_at_buffer(buffer, finish_reason),
         )
     call_id = buffer.id
     if call_id is None:
@@ -1124,11 +1101,7 @@ def _complete(
             raise MalformedChunkError(
                 f"{where}: no id was ever sent, so no tool message could answer it "
                 f"(Policy.synthesize_missing_ids makes one up)",
-                choice_index=buffer.choice_index,
-                index=buffer.index,
-                name=buffer.name,
-                received=len(buffer.arguments),
-                finish_reason=finish_reason,
+                **_at_buffer(buffer, finish_reason),
             )
         count("synthesized_id")
         call_id = f"call_rx_{buffer.choice_index}_{buffer.index}_{buffer.order}"
@@ -1153,11 +1126,7 @@ def _validate(
         raise InvalidArgumentsError(
             f"{_where(buffer.choice_index, buffer.index, buffer.name)}: the arguments do not "
             f"match the tool's JSON schema: {error.message}",
-            choice_index=buffer.choice_index,
-            index=buffer.index,
-            name=buffer.name,
-            received=len(buffer.arguments),
-            finish_reason=finish_reason,
+            **_at_buffer(buffer, finish_reason),
         )
 
 

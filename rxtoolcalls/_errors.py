@@ -96,9 +96,15 @@ class LimitExceededError(ToolCallStreamError):
         index: int | None = None,
         name: str | None = None,
         received: int | None = None,
+        finish_reason: str | None = None,
     ) -> None:
         super().__init__(
-            message, choice_index=choice_index, index=index, name=name, received=received
+            message,
+            choice_index=choice_index,
+            index=index,
+            name=name,
+            received=received,
+            finish_reason=finish_reason,
         )
         self.limit = limit
         self.value = value
