@@ -67,6 +67,10 @@ def _discard(_piece: str) -> None:
     """Drop a piece nobody subscribed to (a hot group, like Rx ``group_by``)."""
 
 
+# GroupedObservable wants an underlying stream; ToolCallGroup serves its own subscribers.
+_NEVER_SUBSCRIBED: Observable[str] = reactivex.empty()
+
+
 class _Collector:
     """An inner observer for our own operators: pieces go straight into a buffer."""
 
@@ -92,7 +96,7 @@ class ToolCallGroup(GroupedObservable[int, str]):
     """
 
     def __init__(self, call: Call) -> None:
-        super().__init__(call.index, reactivex.empty())
+        super().__init__(call.index, _NEVER_SUBSCRIBED)
         self._call = call
         self._observers: list[abc.ObserverBase[str] | _Collector] = []
         self._ended: Exception | bool = False
@@ -205,7 +209,8 @@ def group_by_index(
             groups.append(group)
             observer.on_next(group)
 
-        reader = TurnReader(chosen, on_open=on_open)
+        # The pieces go to the groups, so the reader keeps none itself.
+        reader = TurnReader(chosen, on_open=on_open, keep_arguments=False)
 
         def on_completed() -> None:
             end = reader.end()
