@@ -64,13 +64,17 @@ class AssistantTurn:
         """Whether the turn asks for tools (whatever ``finish_reason`` says)."""
         return bool(self.tool_calls)
 
-    def to_message(self) -> dict[str, Any]:
+    def to_message(self, empty_content: str | None = None) -> dict[str, Any]:
         """Return the assistant message to send back to the Chat Completions API.
+
+        ``empty_content`` replaces a ``None`` content (llama-cpp-python's server refuses
+        ``"content": null`` next to ``tool_calls``; pass ``""`` for it).
 
         >>> AssistantTurn(content="Hi", finish_reason="stop").to_message()
         {'role': 'assistant', 'content': 'Hi'}
         """
-        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        content = self.content if self.content is not None else empty_content
+        message: dict[str, Any] = {"role": "assistant", "content": content}
         if self.refusal is not None:
             message["refusal"] = self.refusal
         if self.tool_calls:
@@ -114,13 +118,15 @@ class AssistantTurn:
             for call_id, value in zip(ids, values, strict=True)
         ]
 
-    def exchange(self, results: Mapping[str, object] | Sequence[object]) -> list[dict[str, Any]]:
+    def exchange(
+        self, results: Mapping[str, object] | Sequence[object], empty_content: str | None = None
+    ) -> list[dict[str, Any]]:
         """The assistant message and one tool message per call, as one list to append.
 
         Appending this (never the assistant message alone) keeps a transcript valid: every
         ``tool_call_id`` answered, in order. Raises ``ValueError`` like ``tool_messages``.
         """
-        return [self.to_message(), *self.tool_messages(results)]
+        return [self.to_message(empty_content), *self.tool_messages(results)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -168,6 +168,7 @@ def agent_loop(
     tool_errors: Literal["message", "raise"] = "message",
     policy: Policy | None = None,
     scheduler: abc.SchedulerBase | None = None,
+    empty_content: str | None = None,
 ) -> Observable[AgentEvent]:
     """Run the tool conversation until a turn has no tool calls; emit its progress.
 
@@ -187,6 +188,9 @@ def agent_loop(
       message the model can read (``tool_errors="message"``) or a ``ToolExecutionError``.
     - After ``max_turns`` turns that all asked for tools: ``TurnLimitError``.
     - Disposing cancels the stream in flight and any running tool.
+
+    ``empty_content=""`` sends ``""`` instead of ``null`` as the content of an assistant
+    message that only calls tools (llama-cpp-python's server refuses ``null``).
     """
     if max_turns < 1:
         raise ValueError("max_turns must be at least 1")
@@ -249,7 +253,7 @@ def agent_loop(
             observer.on_next(TurnFinished(number, turn))
             if not turn.tool_calls:
                 nonlocal done
-                transcript.append(turn.to_message())
+                transcript.append(turn.to_message(empty_content))
                 done = True
                 observer.on_next(Conversation(tuple(transcript), turn, number))
                 observer.on_completed()
@@ -304,7 +308,7 @@ def agent_loop(
         ) -> None:
             for event in finished:
                 observer.on_next(event)
-            transcript.extend(turn.exchange([event.content for event in finished]))
+            transcript.extend(turn.exchange([event.content for event in finished], empty_content))
             stream_turn(number + 1, 0)
 
         stream_turn(1, 0)

@@ -47,7 +47,7 @@ def _assemble_all(chunks: list[dict[str, Any]], **kwargs: Any) -> tuple[rt.Assis
 
 
 def test_every_fixture_is_covered() -> None:
-    assert len(fixture_names()) == 31
+    assert len(fixture_names()) == 33  # 31 shared recordings + 2 recorded here
     assert set(WITH_EXPECTED) | set(DOCUMENTED) == set(fixture_names())
 
 
@@ -92,6 +92,13 @@ DOCUMENTED: dict[str, dict[str, Any]] = {
     },
     "copilot__n3_sequential_choices_prompt_filter": {"default": rt.MultipleChoicesError},
     "openai__gpt4o_mini_multiple_choices_n2_interleaved": {"default": rt.MultipleChoicesError},
+    "llamacpp__gemma3_270m_forced_tool_call_function_call_mirror": {
+        "default": {"finish_reason": "tool_calls", "calls": [("get_weather", None)]},
+        "mirror": True,
+    },
+    "llamacpp__gemma3_270m_max_tokens_4_cut_labelled_tool_calls": {
+        "default": rt.TruncatedToolCallError
+    },
     "openai__multiple_choices_n3": {"default": rt.MultipleChoicesError},
     "openai__gpt5_mini_length_no_visible_output": {
         "default": {"finish_reason": "length", "content": "", "calls": []}
@@ -159,6 +166,10 @@ def test_documented_outcome(name: str) -> None:
         _check(turn, default)
         if spec.get("reasoning"):
             assert turn.reasoning
+        if spec.get("mirror"):
+            mirrored = sum(1 for c in chunks if c["choices"][0]["delta"].get("function_call"))
+            assert mirrored > 10
+            assert turn.normalizations == {"ignored_function_call_mirror": mirrored}
         if spec.get("refusal"):
             assert turn.refusal
             assert turn.refusal.strip()

@@ -254,6 +254,8 @@ FIXTURE_POLICY: dict[str, tuple[rt.Policy, str]] = {
         "TGI 3.1 ends tool-call streams without a finish_reason",
     ),
 }
+# Recordings whose documented outcome is an error under every policy.
+ALWAYS_ERRORS = {"llamacpp__gemma3_270m_max_tokens_4_cut_labelled_tool_calls"}
 MULTI_CHOICE = {
     "copilot__n3_sequential_choices_prompt_filter",
     "openai__gpt4o_mini_multiple_choices_n2_interleaved",
@@ -261,7 +263,7 @@ MULTI_CHOICE = {
 }
 
 
-@pytest.mark.parametrize("name", fixture_names())
+@pytest.mark.parametrize("name", [n for n in fixture_names() if n not in ALWAYS_ERRORS])
 def test_every_recorded_stream_passes_with_its_policy(name: str) -> None:
     policy, _why = FIXTURE_POLICY.get(name, (rt.DEFAULT, "default"))
     chunks = load_fixture(name)

@@ -45,6 +45,8 @@ def test_to_message_without_calls_has_no_tool_calls_key() -> None:
         "role": "assistant",
         "content": "Hi",
     }
+    assert _turn().to_message(empty_content="")["content"] == ""
+    assert _turn().exchange(["a", "b"], empty_content="")[0]["content"] == ""
     refused = rt.AssistantTurn(refusal="No.", finish_reason="stop").to_message()
     assert refused == {"role": "assistant", "content": None, "refusal": "No."}
 
