@@ -231,9 +231,9 @@ def litellm_builder(objects: list[Any]) -> Calls:
     import litellm
 
     with redirect_stdout(io.StringIO()):
-        response = litellm.stream_chunk_builder(objects)
+        response: Any = litellm.stream_chunk_builder(objects)
     assert response is not None
-    calls: list[Any] = response.choices[0].message.tool_calls or []  # type: ignore[union-attr]
+    calls: list[Any] = response.choices[0].message.tool_calls or []
     return [(c.id, c.function.name, json.loads(c.function.arguments)) for c in calls]
 
 
