@@ -80,7 +80,7 @@ _ABSENT = object()
 
 
 def _discard(_piece: str) -> None:
-    """Drop an argument piece (readers that only report progress)."""
+    """Drop an argument piece nobody keeps (progress only, or a group nobody subscribed to)."""
 
 
 class Call:

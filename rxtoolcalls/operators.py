@@ -23,6 +23,7 @@ from reactivex.disposable import CompositeDisposable, Disposable
 
 from ._assembler import (
     Call,
+    _discard,
     TurnReader,
     build_turns,
     check_finish,
@@ -61,10 +62,6 @@ Chunk: TypeAlias = object
 
 Grouped: TypeAlias = "ToolCallGroup | StreamEnd"
 Joined: TypeAlias = "ToolCallBuffer | StreamEnd"
-
-
-def _discard(_piece: str) -> None:
-    """Drop a piece nobody subscribed to (a hot group, like Rx ``group_by``)."""
 
 
 # GroupedObservable wants an underlying stream; ToolCallGroup serves its own subscribers.
