@@ -23,8 +23,8 @@ from reactivex.disposable import CompositeDisposable, Disposable
 
 from ._assembler import (
     Call,
-    _discard,
     TurnReader,
+    _discard,
     build_turns,
     check_finish,
     every_turn,
