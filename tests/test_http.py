@@ -183,3 +183,32 @@ def test_dropped_turn_is_retried_and_each_tool_runs_once() -> None:
     assert len(server.requests) == 3
     assert server.requests[0]["messages"] == server.requests[1]["messages"]
     assert isinstance(events[-1], rt.Conversation)
+
+
+def test_async_dispose_mid_stream_closes_the_connection() -> None:
+    async def main(server: ReplayServer) -> tuple[int, bool]:
+        aclient = openai.AsyncOpenAI(api_key="test", base_url=server.base_url, max_retries=0)
+        stream = await aclient.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        got: list[Any] = []
+        disposable = (
+            rt.from_async_openai_stream(stream)
+            .pipe(ops.do_action(got.append), rt.assemble())
+            .subscribe(on_error=lambda e: None)
+        )
+        while len(got) < 3:
+            await asyncio.sleep(0.005)
+        disposable.dispose()
+        for _ in range(300):
+            if server.disconnects:
+                break
+            await asyncio.sleep(0.01)
+        await aclient.close()
+        return len(got), stream.response.is_closed
+
+    with ReplayServer([PARALLEL], delay=0.02) as server:
+        received, closed = asyncio.run(main(server))
+    assert server.disconnects == 1
+    assert received < len(PARALLEL)
+    assert closed
