@@ -32,7 +32,7 @@ from ._policy import DEFAULT, LENIENT, Policy
 from ._sse import DONE, SSEDecoder, chunk_from_event
 from ._types import AssistantTurn, ToolCallStarted
 from .operators import assemble, progress
-from .sources import read_jsonl
+from .sources import from_openai_stream, from_sse, read_jsonl, record
 
 __all__ = ["EXIT_CODES", "main"]
 
@@ -161,6 +161,13 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         draw(picture, args.timeline, title=Path(args.file or "demo").name)
         if show:
             print(f"timeline written to {args.timeline}", file=err)
+    return _report(turns, errors, show, out, err)
+
+
+def _report(
+    turns: list[AssistantTurn], errors: list[Exception], show: bool, out: TextIO, err: TextIO
+) -> int:
+    """Print the assembled message (and a summary if ``show``), or explain the error."""
     if errors:
         error = errors[0]
         if not isinstance(error, ToolCallStreamError):
@@ -181,8 +188,6 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .sources import from_sse, record
-
     source: Any = sys.stdin if args.source == "-" else Path(args.source).open(encoding="utf-8")  # noqa: SIM115
     policy, require = _policy(args)
     turns: list[AssistantTurn] = []
@@ -191,13 +196,7 @@ def _record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         record(args.out), assemble(policy, require_finish_reason=require)
     ).subscribe(turns.append, errors.append)
     print(f"recorded to {args.out}", file=err)
-    if errors:
-        error = errors[0]
-        if not isinstance(error, ToolCallStreamError):
-            raise error
-        return _explain(error, err)
-    print(json.dumps(turns[0].to_message(), indent=2, ensure_ascii=False), file=out)
-    return 0
+    return _report(turns, errors, False, out, err)
 
 
 def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -262,7 +261,6 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
         return 2
     from .agent import Conversation, ToolCallFinished, TurnRetried, agent_loop
-    from .sources import record
 
     declared, functions = _load_tools(args)
     # The SDK's overloads do not type a request built from a user's files; it is checked there.
@@ -281,8 +279,6 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             stream=True,
             **({"tools": declared} if declared else {}),
         )
-        from .sources import from_openai_stream
-
         source = from_openai_stream(stream)
         if args.record:
             path = Path(args.record)

@@ -153,7 +153,6 @@ class _Choice:
         "index",
         "legacy_arguments",
         "legacy_name",
-        "opened",
         "reasoning",
         "refusal",
     )
@@ -163,7 +162,6 @@ class _Choice:
         # The call each index routes to now (the latest one, when an index is reused).
         self.calls: dict[int, Call] = {}
         self.every: list[Call] = []
-        self.opened = 0
         # Legacy function_call deltas: the name, and the arguments (None: never sent).
         self.legacy_name: str | None = None
         self.legacy_arguments: io.StringIO | None = None
@@ -655,10 +653,9 @@ class TurnReader:
                 name=name,
             )
         self._opened += 1
-        state.opened += 1
         if index is None:
             index = self._next_index(state)
-        call = Call(state.index, index, state.opened, id, type_, name, self._keep)
+        call = Call(state.index, index, len(state.every) + 1, id, type_, name, self._keep)
         if self._policy.drop_resent_arguments:
             call.seen = io.StringIO()
         state.calls[index] = call

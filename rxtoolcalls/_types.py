@@ -54,10 +54,11 @@ class AssistantTurn:
     finish_reason: str | None = None
     refusal: str | None = None
     reasoning: str | None = None
-    usage: dict[str, Any] | None = None
+    # Dicts stay out of the hash, so a frozen turn can be a set member or a dict key.
+    usage: dict[str, Any] | None = field(default=None, hash=False)
     choice_index: int = 0
     function_call: ToolCall | None = None
-    normalizations: dict[str, int] = field(default_factory=dict)
+    normalizations: dict[str, int] = field(default_factory=dict, hash=False)
 
     @property
     def has_tool_calls(self) -> bool:

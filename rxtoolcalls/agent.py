@@ -24,7 +24,7 @@ from ._errors import StreamInterruptedError, ToolCallStreamError
 from ._lift import Stage, interrupted, lift
 from ._policy import Policy
 from ._types import AssistantTurn, ToolCall, ToolCallStarted
-from .sources import from_async_iterable
+from .sources import from_async_iterable, from_openai_stream
 
 __all__ = [
     "AgentEvent",
@@ -123,9 +123,7 @@ def _as_observable(source: ChunkSource) -> Observable[Any]:
     if isinstance(source, AsyncIterable):
         stream = source
         return from_async_iterable(lambda: stream)
-    from .sources import from_openai_stream  # a sync SDK Stream, or any iterable
-
-    return from_openai_stream(source)
+    return from_openai_stream(source)  # a sync SDK Stream, or any iterable
 
 
 def _content(value: object) -> str:

@@ -101,7 +101,6 @@ def trace(
         if size > seen_content:
             content.ticks.append(now)
             seen_content = size
-    finish = None
     if error is None:
         buffers = [call.buffer() for call in reader.calls()]
         try:

@@ -83,6 +83,8 @@ def test_values_are_frozen_and_comparable() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         turn.content = "x"  # type: ignore[misc]
     assert turn == _turn()
+    assert hash(turn) == hash(_turn())
+    assert len({turn, _turn()}) == 1
     call = turn.tool_calls[0]
     assert call.to_dict()["function"]["name"] == call.name
     assert call.parsed_arguments == {"city": "Edinburgh", "country": "GB", "units": "c"}
