@@ -256,7 +256,9 @@ class TurnReader:
     """Reads chunks into per-(choice, index) call slots and per-choice text (rules 1-11).
 
     ``on_open`` is called with each new call before its first argument piece; it may replace
-    the call's ``sink``. ``keep_arguments=False`` drops the pieces (progress only).
+    the call's ``sink``. ``keep_arguments=False`` drops the pieces (progress only). With
+    ``on_error``, ``feed`` never raises: it passes the error there and returns no events, and
+    after ``stop()`` it ignores every chunk (so an Rx stage can subscribe it directly).
     """
 
     __slots__ = (
@@ -266,9 +268,11 @@ class TurnReader:
         "_keep",
         "_max_call",
         "_named",
+        "_on_error",
         "_on_open",
         "_opened",
         "_policy",
+        "_stopped",
         "normalizations",
         "usage",
     )
@@ -279,10 +283,12 @@ class TurnReader:
         *,
         on_open: Callable[[Call], None] | None = None,
         keep_arguments: bool = True,
+        on_error: Callable[[Exception], None] | None = None,
     ) -> None:
         self._policy = policy
         self._choices: dict[int, _Choice] = {}
         self._on_open = on_open
+        self._on_error = on_error
         self._keep = keep_arguments
         self._named = 0
         self._opened = 0
@@ -290,108 +296,122 @@ class TurnReader:
         self._budget = policy.limits.max_turn_arguments
         # The fast path only counts; recoveries that inspect pieces take the full path.
         self._fast = not policy.needs_piece_checks
+        self._stopped = False
         self.usage: dict[str, Any] | None = None
         self.normalizations: dict[str, int] = {}
+
+    def stop(self) -> None:
+        """Ignore every later chunk (the subscription ended)."""
+        self._stopped = True
+        self._fast = False
 
     # -- feeding -------------------------------------------------------------------------
 
     def feed(self, chunk: object) -> Sequence[ToolCallStarted]:
         """Apply one chunk; return the calls it named (usually none).
 
-        Raises ``MalformedChunkError`` or ``ProviderError``.
+        Raises ``MalformedChunkError`` or ``ProviderError`` (reports them, given ``on_error``).
         """
         # Fast path for the bulk of a stream, one bare argument piece of a known call:
         # {"choices": [{"index": c, "delta": {"tool_calls": [{"index": i, "function":
         # {"arguments": s}}]}}]}. It can break no rule; anything else takes the full path.
-        if not self._fast:
-            return self._feed(chunk)
-        if type(chunk) is dict:
-            # Reads only; any surprise (a missing key, another type) leaves for the full path,
-            # which reports it. The type checks come last, before anything is written; nested
-            # dicts are read by key without a type check each (measured ~10% of the path).
-            try:
-                choices = chunk["choices"]
-                if (
-                    len(choices) == 1
-                    and "error" not in chunk
-                    and ("usage" not in chunk or chunk["usage"] is None)
-                ):
-                    choice = choices[0]
-                    delta = choice["delta"]
-                    if len(delta) == 1 and not choice["finish_reason"]:
-                        entries = delta["tool_calls"]
-                        if len(entries) == 1:
-                            entry = entries[0]
-                            fn = entry["function"]
-                            if len(entry) == 2 and len(fn) == 1:
-                                piece = fn["arguments"]
-                                index = entry["index"]
-                                ci = choice["index"]
-                                if (
-                                    type(piece) is str
-                                    and type(index) is int
-                                    and type(ci) is int
-                                    and type(choices) is list
-                                    and type(entries) is list
-                                ):
-                                    call = self._choices[ci].calls[index]
-                                    size = call.size + len(piece)
-                                    if size <= self._max_call and len(piece) <= self._budget:
-                                        call.size = size
-                                        self._budget -= len(piece)
-                                        call.sink(piece)
-                                        return _NO_EVENTS
-            except (KeyError, TypeError, IndexError):
-                pass
-        elif getattr(chunk, "__pydantic_extra__", _ABSENT) is not _ABSENT:
-            # The same fast path for typed models (the openai SDK's ChatCompletionChunk);
-            # a missing attribute means another shape, which the full path reads.
-            try:
-                choices = chunk.choices  # type: ignore[attr-defined]
-                if (
-                    type(choices) is list
-                    and len(choices) == 1
-                    and chunk.usage is None  # type: ignore[attr-defined]
-                    and not chunk.__pydantic_extra__  # type: ignore[attr-defined]
-                ):
-                    choice = choices[0]
-                    delta = choice.delta
-                    entries = delta.tool_calls
+        if self._fast:
+            call = None
+            if type(chunk) is dict:
+                # Reads only; any surprise (a missing key, another type) leaves for the full
+                # path, which reports it. The type checks come last; nested dicts are read by
+                # key without a type check each (measured ~10% of the path).
+                try:
+                    choices = chunk["choices"]
                     if (
-                        not choice.finish_reason
-                        and type(entries) is list
-                        and len(entries) == 1
-                        and delta.content is None
-                        and delta.refusal is None
-                        and delta.function_call is None
-                        and not delta.__pydantic_extra__
+                        len(choices) == 1
+                        and "error" not in chunk
+                        and ("usage" not in chunk or chunk["usage"] is None)
                     ):
-                        entry = entries[0]
-                        fn = entry.function
-                        index = entry.index
-                        ci = choice.index
+                        choice = choices[0]
+                        delta = choice["delta"]
+                        if len(delta) == 1 and not choice["finish_reason"]:
+                            entries = delta["tool_calls"]
+                            if len(entries) == 1:
+                                entry = entries[0]
+                                fn = entry["function"]
+                                if len(entry) == 2 and len(fn) == 1:
+                                    piece = fn["arguments"]
+                                    index = entry["index"]
+                                    ci = choice["index"]
+                                    if (
+                                        type(piece) is str
+                                        and type(index) is int
+                                        and type(ci) is int
+                                        and type(choices) is list
+                                        and type(entries) is list
+                                    ):
+                                        call = self._choices[ci].calls[index]
+                except (KeyError, TypeError, IndexError):
+                    pass
+            elif getattr(chunk, "__pydantic_extra__", _ABSENT) is not _ABSENT:
+                # The same for typed models (the openai SDK's ChatCompletionChunk); a missing
+                # attribute means another shape, which the full path reads.
+                try:
+                    choices = chunk.choices  # type: ignore[attr-defined]
+                    if (
+                        type(choices) is list
+                        and len(choices) == 1
+                        and chunk.usage is None  # type: ignore[attr-defined]
+                        and not chunk.__pydantic_extra__  # type: ignore[attr-defined]
+                    ):
+                        choice = choices[0]
+                        delta = choice.delta
+                        entries = delta.tool_calls
                         if (
-                            entry.id is None
-                            and entry.type is None
-                            and fn is not None
-                            and fn.name is None
-                            and type(index) is int
-                            and type(ci) is int
+                            not choice.finish_reason
+                            and type(entries) is list
+                            and len(entries) == 1
+                            and delta.content is None
+                            and delta.refusal is None
+                            and delta.function_call is None
+                            and not delta.__pydantic_extra__
                         ):
-                            piece = fn.arguments
-                            state = self._choices.get(ci)
-                            if state is not None and type(piece) is str:
-                                found = state.calls.get(index)
-                                if found is not None:
-                                    size = found.size + len(piece)
-                                    if size <= self._max_call and len(piece) <= self._budget:
-                                        found.size = size
-                                        self._budget -= len(piece)
-                                        found.sink(piece)
-                                        return _NO_EVENTS
-            except AttributeError:
-                pass
-        return self._feed(chunk)
+                            entry = entries[0]
+                            fn = entry.function
+                            index = entry.index
+                            ci = choice.index
+                            if (
+                                entry.id is None
+                                and entry.type is None
+                                and fn is not None
+                                and fn.name is None
+                                and type(index) is int
+                                and type(ci) is int
+                            ):
+                                piece = fn.arguments
+                                if type(piece) is str:
+                                    call = self._choices[ci].calls[index]
+                except (AttributeError, KeyError):
+                    pass
+            if call is not None:
+                n = len(piece)
+                size = call.size + n
+                if size <= self._max_call and n <= self._budget:
+                    call.size = size
+                    self._budget -= n
+                    # Outside the reads' try: an error of the sink is the sink's own.
+                    try:
+                        call.sink(piece)
+                    except Exception as error:
+                        if self._on_error is None:
+                            raise
+                        self._on_error(error)
+                    return _NO_EVENTS
+        if self._on_error is None:
+            return self._feed(chunk)
+        if self._stopped:
+            return _NO_EVENTS
+        try:
+            return self._feed(chunk)
+        except Exception as error:  # noqa: BLE001 - reported, never lost
+            self._on_error(error)
+            return _NO_EVENTS
 
     def _feed(self, chunk: object) -> Sequence[ToolCallStarted]:
         events: list[ToolCallStarted] | None = None
@@ -894,6 +914,12 @@ class TurnReader:
             dict(self.normalizations),
         )
 
+    def close_choices(self) -> tuple[AssistantTurn, ...]:
+        """Return one turn per choice, ordered by choice index, or raise (rules 12-15)."""
+        buffers = [call.buffer() for call in self.calls()]
+        end = check_finish(self.end(), buffers, self._policy)
+        return every_turn(build_turns(buffers, end, self._policy))
+
 
 def check_finish(
     end: StreamEnd, calls: Sequence[ToolCallBuffer], policy: Policy = DEFAULT
@@ -1220,12 +1246,6 @@ class Assembler(TurnReader):
         self, policy: Policy | None = None, *, require_finish_reason: bool | None = None
     ) -> None:
         super().__init__(resolve_policy(policy, require_finish_reason))
-
-    def close_choices(self) -> tuple[AssistantTurn, ...]:
-        """Return one turn per choice, ordered by choice index, or raise."""
-        buffers = [call.buffer() for call in self.calls()]
-        end = check_finish(self.end(), buffers, self._policy)
-        return every_turn(build_turns(buffers, end, self._policy))
 
     def close(self) -> AssistantTurn:
         """Return the turn of a single-choice stream, or raise."""

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Generic, TypeAlias, TypeVar, cast
 
 from reactivex import Observable, abc
-from reactivex.disposable import CompositeDisposable, SingleAssignmentDisposable
+from reactivex.disposable import SingleAssignmentDisposable
 
 from ._errors import StreamInterruptedError, ToolCallStreamError
 
-__all__ = ["Stage", "interrupted", "lift"]
+__all__ = ["Fail", "Stage", "interrupted", "lift"]
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -29,29 +29,44 @@ def interrupted(error: Exception) -> ToolCallStreamError:
 
 
 class Stage(Generic[A]):
-    """Callbacks of one subscription; ``on_error`` is told of every terminal error first."""
+    """Callbacks of one subscription; ``on_error`` is told of every terminal error first.
 
-    __slots__ = ("on_completed", "on_error", "on_next")
+    ``direct=True`` subscribes ``on_next`` to the source as it is, saving a call per value:
+    it must never raise, must report its errors with the ``fail`` it was made with, and must
+    ignore values once ``on_error`` was called.
+    """
+
+    __slots__ = ("direct", "on_completed", "on_error", "on_next")
 
     def __init__(
         self,
         on_next: Callable[[A], object],
         on_completed: Callable[[], None],
         on_error: Callable[[Exception], None] | None = None,
+        *,
+        direct: bool = False,
     ) -> None:
+        if direct and on_error is None:
+            raise ValueError("a direct stage needs an on_error that stops its on_next")
         self.on_next = on_next
         self.on_completed = on_completed
         self.on_error = on_error
+        self.direct = direct
+
+
+Fail: TypeAlias = Callable[[Exception], None]
 
 
 def lift(
-    make_stage: Callable[[abc.ObserverBase[B], CompositeDisposable], Stage[A]],
+    make_stage: Callable[[abc.ObserverBase[B], Fail], Stage[A]],
 ) -> Callable[[Observable[A]], Observable[B]]:
     """Build an operator whose per-subscription state comes from ``make_stage``.
 
-    Every exception raised by the stage's callbacks goes to ``on_error`` once, as raised (one
-    that is not a ``ToolCallStreamError`` is a bug, kept visible); the source is disposed and
-    later notifications are dropped. Source errors arrive typed (``interrupted``).
+    ``make_stage(observer, fail)`` gets the downstream observer and ``fail``, which sends an
+    error downstream once and stops the subscription. Every exception raised by the stage's
+    callbacks goes to ``fail``, as raised (one that is not a ``ToolCallStreamError`` is a bug,
+    kept visible); the source is disposed and later notifications are dropped. Source errors
+    arrive typed (``interrupted``).
     """
 
     def operator(source: Observable[A]) -> Observable[B]:
@@ -59,9 +74,6 @@ def lift(
             observer: abc.ObserverBase[B], scheduler: abc.SchedulerBase | None = None
         ) -> abc.DisposableBase:
             upstream = SingleAssignmentDisposable()
-            resources = CompositeDisposable()
-            stage = make_stage(observer, resources)
-            step = stage.on_next
             stopped = False
 
             def fail(error: Exception) -> None:
@@ -73,6 +85,9 @@ def lift(
                     stage.on_error(error)
                 observer.on_error(error)
                 upstream.dispose()
+
+            stage = make_stage(observer, fail)
+            step = stage.on_next
 
             def on_source_error(error: Exception) -> None:
                 fail(interrupted(error))
@@ -97,9 +112,13 @@ def lift(
                 stopped = True
 
             upstream.disposable = source.subscribe(
-                on_next, on_source_error, on_completed, scheduler=scheduler
+                # reactivex ignores what on_next returns (the reader returns its events).
+                cast("Callable[[A], None]", step) if stage.direct else on_next,
+                on_source_error,
+                on_completed,
+                scheduler=scheduler,
             )
-            return CompositeDisposable(upstream, resources)
+            return upstream
 
         return Observable(subscribe)
 

@@ -12,16 +12,12 @@ from typing import Any, Literal, TypeAlias
 import reactivex
 from reactivex import Observable, abc
 from reactivex import operators as ops
-from reactivex.disposable import (
-    CompositeDisposable,
-    SerialDisposable,
-    SingleAssignmentDisposable,
-)
+from reactivex.disposable import SerialDisposable, SingleAssignmentDisposable
 from reactivex.scheduler import TimeoutScheduler
 
-from ._assembler import TurnReader, build_turns, check_finish, resolve_policy, single_turn
+from ._assembler import TurnReader, resolve_policy, single_turn
 from ._errors import StreamInterruptedError, ToolCallStreamError
-from ._lift import Stage, interrupted, lift
+from ._lift import Fail, Stage, interrupted, lift
 from ._policy import Policy
 from ._types import AssistantTurn, ToolCall, ToolCallStarted
 from .sources import from_async_iterable, from_openai_stream
@@ -97,9 +93,7 @@ def _assemble_with_progress(
 ) -> Callable[[Observable[Any]], Observable[ToolCallStarted | AssistantTurn]]:
     """One pass over the chunks: each call's start as it is named, then the turn."""
 
-    def make(
-        observer: abc.ObserverBase[ToolCallStarted | AssistantTurn], _: CompositeDisposable
-    ) -> Stage[Any]:
+    def make(observer: abc.ObserverBase[ToolCallStarted | AssistantTurn], _: Fail) -> Stage[Any]:
         reader = TurnReader(policy)
 
         def on_next(chunk: Any) -> None:
@@ -107,9 +101,7 @@ def _assemble_with_progress(
                 observer.on_next(event)
 
         def on_completed() -> None:
-            buffers = [call.buffer() for call in reader.calls()]
-            end = check_finish(reader.end(), buffers, policy)
-            observer.on_next(single_turn(build_turns(buffers, end, policy)))
+            observer.on_next(single_turn(reader.close_choices()))
             observer.on_completed()
 
         return Stage(on_next, on_completed)

@@ -19,7 +19,7 @@ from typing import Any, TypeAlias
 
 import reactivex
 from reactivex import GroupedObservable, Observable, abc
-from reactivex.disposable import CompositeDisposable, Disposable
+from reactivex.disposable import Disposable
 
 from ._assembler import (
     Call,
@@ -32,7 +32,7 @@ from ._assembler import (
     single_turn,
 )
 from ._errors import StreamInterruptedError
-from ._lift import Stage, lift
+from ._lift import Fail, Stage, lift
 from ._policy import Policy
 from ._types import (
     AssistantTurn,
@@ -198,7 +198,7 @@ def group_by_index(
     """
     chosen = resolve_policy(policy, None)
 
-    def make(observer: abc.ObserverBase[Grouped], _: CompositeDisposable) -> Stage[Chunk]:
+    def make(observer: abc.ObserverBase[Grouped], fail: Fail) -> Stage[Chunk]:
         groups: list[ToolCallGroup] = []
 
         def on_open(call: Call) -> None:
@@ -207,7 +207,7 @@ def group_by_index(
             observer.on_next(group)
 
         # The pieces go to the groups, so the reader keeps none itself.
-        reader = TurnReader(chosen, on_open=on_open, keep_arguments=False)
+        reader = TurnReader(chosen, on_open=on_open, keep_arguments=False, on_error=fail)
 
         def on_completed() -> None:
             end = reader.end()
@@ -217,10 +217,11 @@ def group_by_index(
             observer.on_completed()
 
         def on_error(error: Exception) -> None:
+            reader.stop()
             for group in groups:
                 group._end(error)
 
-        return Stage(reader.feed, on_completed, on_error)
+        return Stage(reader.feed, on_completed, on_error, direct=True)
 
     return lift(make)
 
@@ -237,7 +238,7 @@ def concat_arguments() -> Callable[[Observable[Grouped]], Observable[Joined]]:
     Cost: one list append per piece and one join per call.
     """
 
-    def make(observer: abc.ObserverBase[Joined], _: CompositeDisposable) -> Stage[Grouped]:
+    def make(observer: abc.ObserverBase[Joined], _: Fail) -> Stage[Grouped]:
         def on_next(item: Grouped) -> None:
             if isinstance(item, StreamEnd):
                 observer.on_next(item)
@@ -292,7 +293,7 @@ def on_finish_reason(
     """
     chosen = resolve_policy(policy, require_finish_reason)
 
-    def make(observer: abc.ObserverBase[Joined], _: CompositeDisposable) -> Stage[Joined]:
+    def make(observer: abc.ObserverBase[Joined], _: Fail) -> Stage[Joined]:
         buffers: list[ToolCallBuffer] = []
 
         def on_next(item: Joined) -> None:
@@ -354,7 +355,7 @@ def atomic_batch(
     """
     chosen = resolve_policy(policy, None)
 
-    def make(observer: abc.ObserverBase[AssistantTurn], _: CompositeDisposable) -> Stage[Joined]:
+    def make(observer: abc.ObserverBase[AssistantTurn], _: Fail) -> Stage[Joined]:
         return _atomic(observer, single_turn, chosen)
 
     return lift(make)
@@ -366,10 +367,28 @@ def atomic_choices(
     """Like ``atomic_batch()``, for ``n>1``: one tuple of turns, one per choice, by index."""
     chosen = resolve_policy(policy, None)
 
-    def make(
-        observer: abc.ObserverBase[tuple[AssistantTurn, ...]], _: CompositeDisposable
-    ) -> Stage[Joined]:
+    def make(observer: abc.ObserverBase[tuple[AssistantTurn, ...]], _: Fail) -> Stage[Joined]:
         return _atomic(observer, every_turn, chosen)
+
+    return lift(make)
+
+
+def _fused(
+    policy: Policy, emit: Callable[[tuple[AssistantTurn, ...]], Any]
+) -> Callable[[Observable[Chunk]], Observable[Any]]:
+    """The four operators as one stage: the same rules, one subscription, no inner streams."""
+
+    def make(observer: abc.ObserverBase[Any], fail: Fail) -> Stage[Chunk]:
+        reader = TurnReader(policy, on_error=fail)
+
+        def on_completed() -> None:
+            observer.on_next(emit(reader.close_choices()))
+            observer.on_completed()
+
+        def on_error(_error: Exception) -> None:
+            reader.stop()
+
+        return Stage(reader.feed, on_completed, on_error, direct=True)
 
     return lift(make)
 
@@ -379,8 +398,9 @@ def assemble(
 ) -> Callable[[Observable[Chunk]], Observable[AssistantTurn]]:
     """Fold a chunk stream into exactly one ``AssistantTurn``, or one typed error.
 
-    ``Observable[Chunk] -> Observable[AssistantTurn]``; exactly
-    ``pipe(group_by_index(), concat_arguments(), on_finish_reason(), atomic_batch())``::
+    ``Observable[Chunk] -> Observable[AssistantTurn]``; the same notifications as
+    ``pipe(group_by_index(), concat_arguments(), on_finish_reason(), atomic_batch())``, fused
+    into one stage::
 
         chunks:  -c-c-c-c-c-|
         output:  -----------(t,|)
@@ -390,31 +410,19 @@ def assemble(
     >>> reactivex.from_iterable(chunks).pipe(assemble()).run().content
     'Hi'
 
-    ``policy`` (default ``DEFAULT``; ``LENIENT`` opts into every recovery) goes to each
-    stage; ``require_finish_reason`` overrides its switch of that name. Cost: O(1) per
-    fragment; one copy and one ``json.loads`` per call at the end. Without Rx, use
-    ``Assembler``; for ``n>1`` use ``assemble_choices()``.
+    ``policy`` (default ``DEFAULT``; ``LENIENT`` opts into every recovery) sets the rules;
+    ``require_finish_reason`` overrides its switch of that name. Cost: O(1) per fragment;
+    one copy and one ``json.loads`` per call at the end. Without Rx, use ``Assembler``; for
+    ``n>1`` use ``assemble_choices()``.
     """
-    chosen = resolve_policy(policy, require_finish_reason)
-    return reactivex.compose(
-        group_by_index(chosen),
-        concat_arguments(),
-        on_finish_reason(chosen),
-        atomic_batch(chosen),
-    )
+    return _fused(resolve_policy(policy, require_finish_reason), single_turn)
 
 
 def assemble_choices(
     policy: Policy | None = None, *, require_finish_reason: bool | None = None
 ) -> Callable[[Observable[Chunk]], Observable[tuple[AssistantTurn, ...]]]:
     """Like ``assemble()`` for ``n>1`` streams: one tuple with a turn per choice, atomically."""
-    chosen = resolve_policy(policy, require_finish_reason)
-    return reactivex.compose(
-        group_by_index(chosen),
-        concat_arguments(),
-        on_finish_reason(chosen),
-        atomic_choices(chosen),
-    )
+    return _fused(resolve_policy(policy, require_finish_reason), every_turn)
 
 
 def progress(
@@ -433,7 +441,7 @@ def progress(
     """
     chosen = resolve_policy(policy, None)
 
-    def make(observer: abc.ObserverBase[ToolCallStarted], _: CompositeDisposable) -> Stage[Chunk]:
+    def make(observer: abc.ObserverBase[ToolCallStarted], _: Fail) -> Stage[Chunk]:
         feed = TurnReader(chosen, keep_arguments=False).feed
         emit = observer.on_next
 
@@ -468,7 +476,7 @@ def lifecycle(
         raise ValueError("every must be at least 1")
     chosen = resolve_policy(policy, None)
 
-    def make(observer: abc.ObserverBase[CallEvent], _: CompositeDisposable) -> Stage[Chunk]:
+    def make(observer: abc.ObserverBase[CallEvent], _: Fail) -> Stage[Chunk]:
         def on_open(call: Call) -> None:
             write = call.text.write
             count = 0
@@ -507,10 +515,7 @@ def lifecycle(
                     emit(progress_event)
 
         def on_completed() -> None:
-            buffers = [call.buffer() for call in reader.calls()]
-            end = check_finish(reader.end(), buffers, chosen)
-            turns = every_turn(build_turns(buffers, end, chosen))
-            for turn in turns:
+            for turn in reader.close_choices():
                 for call in turn.tool_calls:
                     emit(ToolCallCommitted(call, turn.choice_index))
             observer.on_completed()

@@ -290,6 +290,57 @@ def test_a_group_with_two_subscribers_feeds_both() -> None:
     assert got[1] == ['{"city": ']
 
 
+def test_a_failing_group_subscriber_ends_the_stream_once_with_its_error() -> None:
+    from reactivex.subject import Subject
+
+    seen: list[str] = []
+    items: list[Any] = []
+    errors: list[Exception] = []
+    inner_errors: list[Exception] = []
+
+    def take(piece: str) -> None:
+        seen.append(piece)
+        if len(seen) == 2:  # a bare piece, read by the fast path
+            raise KeyError("user code")  # must not pass for a chunk-shape miss and be re-read
+
+    def on_item(item: rt.ToolCallGroup | rt.StreamEnd) -> None:
+        items.append(item)
+        if isinstance(item, rt.ToolCallGroup):
+            item.subscribe(take, inner_errors.append)
+
+    source: Subject[Any] = Subject()
+    source.pipe(rt.group_by_index()).subscribe(on_item, errors.append)
+    source.on_next(C0)
+    source.on_next(C1)
+    assert seen == ['{"city": ', '"Paris"}']
+    assert len(errors) == 1
+    assert isinstance(errors[0], KeyError)
+    assert inner_errors == errors
+    for chunk in (C1, C2, FIN):  # the subscription has ended: dropped, not raised
+        source.on_next(chunk)
+    source.on_completed()
+    assert seen == ['{"city": ', '"Paris"}']
+    assert len(items) == 1
+    assert len(errors) == 1
+
+
+def test_pushing_into_a_subject_after_a_wire_error_raises_nothing() -> None:
+    from reactivex.subject import Subject
+
+    source: Subject[Any] = Subject()
+    values: list[Any] = []
+    errors: list[Exception] = []
+    source.pipe(rt.assemble()).subscribe(values.append, errors.append)
+    source.on_next(C0)
+    source.on_next({"choices": [{"index": 0, "delta": {"tool_calls": "oops"}}]})
+    source.on_next(C1)
+    source.on_next(FIN)
+    source.on_completed()
+    assert values == []
+    assert len(errors) == 1
+    assert isinstance(errors[0], rt.MalformedChunkError)
+
+
 # -- concat_arguments, on_finish_reason, atomic_batch ---------------------------------------
 
 
