@@ -359,26 +359,25 @@ class TurnReader:
                     if not chunk.__pydantic_extra__ and chunk.usage is None:  # type: ignore[attr-defined]
                         choices = chunk.choices  # type: ignore[attr-defined]
                         (choice,) = choices
-                        fields = choice.__dict__
-                        delta = fields["delta"]
-                        ci = fields["index"]
-                        finish = fields["finish_reason"]
-                        values = delta.__dict__
-                        entries = values["tool_calls"]
+                        choice_fields = choice.__dict__
+                        delta = choice_fields["delta"]
+                        ci = choice_fields["index"]
+                        delta_fields = delta.__dict__
+                        entries = delta_fields["tool_calls"]
                         (entry,) = entries
-                        slots = entry.__dict__
-                        fn = slots["function"]
-                        index = slots["index"]
-                        piece = fn.__dict__["arguments"]
+                        entry_fields = entry.__dict__
+                        index = entry_fields["index"]
+                        fn_fields = entry_fields["function"].__dict__
+                        piece = fn_fields["arguments"]
                         if (
-                            not finish
-                            and values["content"] is None
-                            and values["refusal"] is None
-                            and values["function_call"] is None
+                            not choice_fields["finish_reason"]
+                            and delta_fields["content"] is None
+                            and delta_fields["refusal"] is None
+                            and delta_fields["function_call"] is None
                             and not delta.__pydantic_extra__
-                            and slots["id"] is None
-                            and slots["type"] is None
-                            and fn.__dict__["name"] is None
+                            and entry_fields["id"] is None
+                            and entry_fields["type"] is None
+                            and fn_fields["name"] is None
                             and type(piece) is str
                             and type(index) is int
                             and type(ci) is int
@@ -404,10 +403,10 @@ class TurnReader:
                             raise
                         self._on_error(error)
                     return _NO_EVENTS
-        if self._on_error is None:
-            return self._feed(chunk)
         if self._stopped:
             return _NO_EVENTS
+        if self._on_error is None:
+            return self._feed(chunk)
         try:
             return self._feed(chunk)
         except Exception as error:  # noqa: BLE001 - reported, never lost

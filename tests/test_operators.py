@@ -324,6 +324,21 @@ def test_a_failing_group_subscriber_ends_the_stream_once_with_its_error() -> Non
     assert len(errors) == 1
 
 
+@pytest.mark.parametrize("report", [False, True], ids=["raising", "reporting"])
+def test_a_stopped_reader_ignores_every_chunk(report: bool) -> None:
+    from rxtoolcalls._assembler import TurnReader
+
+    errors: list[Exception] = []
+    reader = TurnReader(on_error=errors.append if report else None)
+    reader.feed(C0)
+    reader.stop()
+    for chunk in (C1, C2, {"choices": "not a list"}, FIN):  # fast path, full path, bad chunk
+        assert reader.feed(chunk) == ()
+    assert [(c.index, c.text.getvalue()) for c in reader.calls()] == [(0, '{"city": ')]
+    assert reader.end().choices[0].finish_reason is None
+    assert errors == []
+
+
 def test_pushing_into_a_subject_after_a_wire_error_raises_nothing() -> None:
     from reactivex.subject import Subject
 

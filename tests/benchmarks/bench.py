@@ -65,29 +65,28 @@ def build_stream(fragments: int, layout: str) -> list[dict[str, Any]]:
     """
     calls = 1 if layout == "1 call" else 8
     per_call = fragments // calls
-    # Each call as its plan: the opening delta's entry, then its pieces.
-    plans: list[list[dict[str, Any]]] = []
+    # Each call as its steps, (index, None) for the opening and (index, piece) after it.
+    plans: list[list[tuple[int, str | None]]] = []
     for index in range(calls):
         text = _arguments(per_call * FRAGMENT, index)
-        opening = {
-            "index": index,
-            "id": f"call_{index}",
-            "type": "function",
-            "function": {"name": f"tool_{index}", "arguments": ""},
-        }
         pieces = [text[i : i + FRAGMENT] for i in range(0, len(text), FRAGMENT)]
-        plans.append([opening] + [{"index": index, "piece": p} for p in pieces])
+        plans.append([(index, None)] + [(index, p) for p in pieces])
     if layout == "8 interleaved":
         longest = max(len(q) for q in plans)
         order = [q[i] for i in range(longest) for q in plans if i < len(q)]
     else:
         order = [step for q in plans for step in q]
     chunks = [_chunk({"role": "assistant", "content": None})]
-    for step in order:
-        entry = (
-            {"index": step["index"], "function": {"arguments": step["piece"]}}
-            if "piece" in step
-            else step
+    for index, piece in order:
+        entry: dict[str, Any] = (
+            {
+                "index": index,
+                "id": f"call_{index}",
+                "type": "function",
+                "function": {"name": f"tool_{index}", "arguments": ""},
+            }
+            if piece is None
+            else {"index": index, "function": {"arguments": piece}}
         )
         chunks.append(_chunk({"tool_calls": [entry]}))
     chunks.append(_chunk({}, "tool_calls"))
