@@ -231,6 +231,10 @@ def _where(choice_index: int, index: int | None, name: str | None) -> str:
     return where
 
 
+def _where_buffer(buffer: ToolCallBuffer) -> str:
+    return _where(buffer.choice_index, buffer.index, buffer.name)
+
+
 def _at(call: Call) -> dict[str, Any]:
     """Where an error about ``call`` happened, for its diagnostics."""
     return {
@@ -1014,6 +1018,12 @@ _OPEN_NUMBER = re.compile(r"-?\d*\.?\d*(?:[eE][-+]?\d*)?")
 _LITERALS = ("true", "false", "null")
 
 
+# One decoder each, made once: json.loads with hooks builds a new decoder on every call.
+# Decoders keep no state between calls, so sharing them is safe.
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant)
+_UNIQUE_KEYS = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+
+
 def _ends_inside_value(text: str, exc: json.JSONDecodeError) -> bool:
     """Whether the parser stopped because the text ran out, not because it was wrong."""
     msg, pos = exc.msg, exc.pos
@@ -1053,51 +1063,59 @@ def _depth(value: object, limit: int) -> bool:
 
 
 def _parse(buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None) -> dict[str, Any]:
-    where = _where(buffer.choice_index, buffer.index, buffer.name)
     text = buffer.arguments
-    about = _at_buffer(buffer, finish_reason)
+    # The messages are built only on failure: on success this is one decode per call.
     if not text.strip():
         raise InvalidArgumentsError(
-            f"{where}: no arguments were sent (a call without parameters must send '{{}}')",
-            **about,
+            f"{_where_buffer(buffer)}: no arguments were sent "
+            f"(a call without parameters must send '{{}}')",
+            **_at_buffer(buffer, finish_reason),
+        )
+    if text[0] == "\ufeff":
+        raise InvalidArgumentsError(
+            f"{_where_buffer(buffer)}: the arguments start "
+            f"with a byte order mark, which JSON text must not have",
+            **_at_buffer(buffer, finish_reason),
         )
     try:
-        value = json.loads(
-            text,
-            parse_constant=_reject_constant,
-            object_pairs_hook=_unique_keys if policy.reject_duplicate_keys else None,
-        )
+        value = (_UNIQUE_KEYS if policy.reject_duplicate_keys else _STRICT).decode(text)
     except json.JSONDecodeError as exc:
+        where = _where_buffer(buffer)
         if _ends_inside_value(text, exc):
             raise TruncatedToolCallError(
                 f"{where}: the arguments end inside a JSON value ({exc.msg} at {exc.pos} of "
                 f"{len(text)} characters): the call was cut off; retry (never repaired)",
-                **about,
+                **_at_buffer(buffer, finish_reason),
             ) from exc
         raise InvalidArgumentsError(
             f"{where}: the arguments are not valid JSON ({exc.msg} at character {exc.pos}); "
             f"the model produced a malformed call, retry the turn",
-            **about,
+            **_at_buffer(buffer, finish_reason),
         ) from exc
     except RecursionError as exc:
         raise LimitExceededError(
-            f"{where}: the arguments nest deeper than the JSON parser allows",
+            f"{_where_buffer(buffer)}: the arguments nest deeper than the JSON parser allows",
             limit="max_depth",
             value=policy.limits.max_depth,
             **_at_buffer(buffer, finish_reason),
         ) from exc
     except ValueError as exc:
         raise InvalidArgumentsError(
-            f"{where}: the arguments are not strict JSON ({exc})", **about
+            f"{_where_buffer(buffer)}: the arguments are not strict JSON ({exc})",
+            **_at_buffer(buffer, finish_reason),
         ) from exc
     if type(value) is not dict:
         raise InvalidArgumentsError(
-            f"{where}: the arguments must be a JSON object, got {type(value).__name__}",
-            **about,
+            f"{_where_buffer(buffer)}: the arguments must be "
+            f"a JSON object, got {type(value).__name__}",
+            **_at_buffer(buffer, finish_reason),
         )
-    if _depth(value, policy.limits.max_depth):
+    # Nesting can't exceed the number of opening brackets: counting them (in C) spares the
+    # walk over the value for nearly every call.
+    limit = policy.limits.max_depth
+    if text.count("{") + text.count("[") > limit and _depth(value, limit):
         raise LimitExceededError(
-            f"{where}: the arguments nest deeper than Limits.max_depth ({policy.limits.max_depth})",
+            f"{_where_buffer(buffer)}: the arguments nest deeper than Limits.max_depth ({limit})",
             limit="max_depth",
             value=policy.limits.max_depth,
             **_at_buffer(buffer, finish_reason),
@@ -1108,10 +1126,9 @@ def _parse(buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None) ->
 def _complete(
     buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None, count: Callable[[str], None]
 ) -> ToolCall:
-    where = _where(buffer.choice_index, buffer.index, buffer.name)
     if buffer.name is None:
         raise MalformedChunkError(
-            f"{where}: no function name was ever sent",
+            f"{_where_buffer(buffer)}: no function name was ever sent",
             choice_index=buffer.choice_index,
             index=buffer.index,
             received=len(buffer.arguments),
@@ -1119,15 +1136,15 @@ def _complete(
         )
     if policy.tools is not None and buffer.name not in policy.tools:
         raise UnknownToolError(
-            f"{where}: the model called a tool the request did not declare; declared: "
-            f"{', '.join(sorted(policy.tools)) or 'none'}",
+            f"{_where_buffer(buffer)}: the model called a tool the request did not declare; "
+            f"declared: {', '.join(sorted(policy.tools)) or 'none'}",
             **_at_buffer(buffer, finish_reason),
         )
     call_id = buffer.id
     if call_id is None:
         if not policy.synthesize_missing_ids:
             raise MalformedChunkError(
-                f"{where}: no id was ever sent, so no tool message could answer it "
+                f"{_where_buffer(buffer)}: no id was ever sent, so no tool message could answer it "
                 f"(Policy.synthesize_missing_ids makes one up)",
                 **_at_buffer(buffer, finish_reason),
             )
@@ -1152,7 +1169,7 @@ def _validate(
     )
     if error is not None:
         raise InvalidArgumentsError(
-            f"{_where(buffer.choice_index, buffer.index, buffer.name)}: the arguments do not "
+            f"{_where_buffer(buffer)}: the arguments do not "
             f"match the tool's JSON schema: {error.message}",
             **_at_buffer(buffer, finish_reason),
         )

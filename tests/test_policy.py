@@ -83,6 +83,17 @@ def test_depth_limit() -> None:
         run_assemble([deep, fin()], policy=policy)
 
 
+def test_depth_counts_nesting_not_brackets_inside_strings() -> None:
+    policy = rt.Policy(limits=rt.Limits(max_depth=2))
+    brackets = call_open(0, "c", "f", '{"a": {"s": "[[[{{{"}}')
+    assert run_assemble([brackets, fin()], policy=policy).tool_calls[0].parsed_arguments == {
+        "a": {"s": "[[[{{{"}
+    }
+    deep = call_open(0, "c", "f", '{"a": {"b": []}}')
+    with pytest.raises(rt.LimitExceededError, match="max_depth"):
+        run_assemble([deep, fin()], policy=policy)
+
+
 def test_limits_apply_on_the_fast_path_too() -> None:
     policy = rt.Policy(limits=rt.Limits(max_call_arguments=100))
     chunks = [call_open(0, "c", "f", "")] + [args(0, "[1, ") for _ in range(30)]
@@ -102,6 +113,24 @@ def test_duplicate_keys_are_detectable() -> None:
     nested = [call_open(0, "c", "f", '{"a": {"k": 1, "k": 2}}'), fin()]
     with pytest.raises(rt.InvalidArgumentsError):
         run_assemble(nested, policy=rt.Policy(reject_duplicate_keys=True))
+
+
+def test_duplicate_keys_rejected_on_every_call_of_a_turn() -> None:
+    policy = rt.Policy(reject_duplicate_keys=True)
+    chunks = [
+        call_open(0, "c0", "f", '{"k": 1}'),
+        call_open(1, "c1", "f", '{"k": 1, "k": 2}'),
+        fin(),
+    ]
+    with pytest.raises(rt.InvalidArgumentsError, match="tool call 1 \\(f\\)"):
+        run_assemble(chunks, policy=policy)
+    again = run_assemble(chunks[:1] + chunks[2:], policy=policy)
+    assert again.tool_calls[0].parsed_arguments == {"k": 1}
+
+
+def test_a_byte_order_mark_is_refused() -> None:
+    with pytest.raises(rt.InvalidArgumentsError, match="byte order mark"):
+        run_assemble([call_open(0, "c", "f", '\ufeff{"x": 1}'), fin()])
 
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
