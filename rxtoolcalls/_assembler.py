@@ -77,6 +77,12 @@ __all__ = [
 _NO_EVENTS: tuple[ToolCallStarted, ...] = ()
 _NOTHING_KEPT = io.StringIO()
 _ABSENT = object()
+# Characters a call may take on the fast path between two exact limit checks. A grant is
+# reserved from the turn's budget, so the fast path updates one counter per piece.
+_GRANT = 1 << 16
+# Choice index 0 is compared by identity: CPython keeps one object for each small int, so
+# this also tells an int from 0.0 or False in one step (any other 0 takes the full path).
+_ZERO = 0
 
 
 def _discard(_piece: str) -> None:
@@ -89,14 +95,15 @@ class Call:
     __slots__ = (
         "announced",
         "choice_index",
+        "end",
         "id",
         "index",
         "name",
         "object_payload",
         "order",
+        "room",
         "seen",
         "sink",
-        "size",
         "text",
         "type",
     )
@@ -117,7 +124,10 @@ class Call:
         self.id = id
         self.type = type
         self.name = name
-        self.size = 0
+        # Characters reserved for the fast path, and the size the call reaches when they
+        # are used up: the size itself is their difference.
+        self.room = 0
+        self.end = 0
         self.announced = False
         self.object_payload = False
         # What was received so far, kept only when resends must be recognised.
@@ -130,6 +140,11 @@ class Call:
         # The hot path calls ``sink`` once per piece: the buffer's write by default, a
         # group's push when an Rx operator routes the pieces to an inner stream.
         self.sink: Callable[[str], object] = self.text.write if keep_arguments else _discard
+
+    @property
+    def size(self) -> int:
+        """Characters of arguments received so far."""
+        return self.end - self.room
 
     def buffer(self) -> ToolCallBuffer:
         """The pieces received so far, joined (one copy, at the end)."""
@@ -347,11 +362,13 @@ class TurnReader:
                         and ("usage" not in chunk or chunk["usage"] is None)
                         and type(piece) is str
                         and type(index) is int
-                        and type(ci) is int
                         and type(choices) is list
                         and type(entries) is list
                     ):
-                        call = self._calls0[index] if ci == 0 else self._choices[ci].calls[index]
+                        if ci is _ZERO:
+                            call = self._calls0[index]
+                        elif type(ci) is int:
+                            call = self._choices[ci].calls[index]
                 except (KeyError, TypeError, IndexError, ValueError):
                     pass
             else:
@@ -384,21 +401,21 @@ class TurnReader:
                             and fn_fields["name"] is None
                             and type(piece) is str
                             and type(index) is int
-                            and type(ci) is int
                             and type(choices) is list
                             and type(entries) is list
                         ):
-                            call = (
-                                self._calls0[index] if ci == 0 else self._choices[ci].calls[index]
-                            )
+                            if ci is _ZERO:
+                                call = self._calls0[index]
+                            elif type(ci) is int:
+                                call = self._choices[ci].calls[index]
                 except (AttributeError, KeyError, TypeError, ValueError):
                     pass
             if call is not None:
-                n = len(piece)
-                size = call.size + n
-                if size <= self._max_call and n <= self._budget:
-                    call.size = size
-                    self._budget -= n
+                # Within the call's grant, no limit can be passed; past it, the full path
+                # checks the limits exactly and grants more.
+                room = call.room - len(piece)
+                if room >= 0:
+                    call.room = room
                     # Outside the reads' try: an error of the sink is the sink's own.
                     try:
                         call.sink(piece)
@@ -682,6 +699,7 @@ class TurnReader:
         if index is None:
             index = self._next_index(state)
         call = Call(state.index, index, len(state.every) + 1, id, type_, name, self._keep)
+        self._grant(call, 0)
         if self._policy.drop_resent_arguments:
             call.seen = io.StringIO()
         state.calls[index] = call
@@ -726,25 +744,51 @@ class TurnReader:
             if piece.startswith(so_far):
                 self._count("cumulative_arguments")
                 piece = piece[call.size :]
-        size = call.size + len(piece)
-        if size > self._max_call or len(piece) > self._budget:
-            which, value = (
-                ("max_call_arguments", self._max_call)
-                if size > self._max_call
-                else ("max_turn_arguments", self._policy.limits.max_turn_arguments)
-            )
-            raise LimitExceededError(
-                f"{_where(state.index, call.index, call.name)}: the arguments passed "
-                f"Limits.{which} ({value:,} characters); nothing past it was kept",
-                limit=which,
-                value=value,
-                **_at(call),
-            )
-        call.size = size
-        self._budget -= len(piece)
+        n = len(piece)
+        room = call.room - n
+        if room >= 0:
+            call.room = room
+        else:
+            # Past the grant: give it back, check both limits exactly, reserve the next.
+            size = call.size
+            self._budget += call.room
+            call.room = 0
+            call.end = size
+            if size + n > self._max_call or not self._fits_turn(n):
+                which, value = (
+                    ("max_call_arguments", self._max_call)
+                    if size + n > self._max_call
+                    else ("max_turn_arguments", self._policy.limits.max_turn_arguments)
+                )
+                raise LimitExceededError(
+                    f"{_where(state.index, call.index, call.name)}: the arguments passed "
+                    f"Limits.{which} ({value:,} characters); nothing past it was kept",
+                    limit=which,
+                    value=value,
+                    **_at(call),
+                )
+            self._budget -= n
+            self._grant(call, size + n)
         if seen is not None:
             seen.write(piece)
         call.sink(piece)
+
+    def _grant(self, call: Call, size: int) -> None:
+        """Reserve the next characters ``call`` (now ``size`` long) may take on the fast path."""
+        grant = min(_GRANT, self._max_call - size, self._budget)
+        self._budget -= grant
+        call.room = grant
+        call.end = size + grant
+
+    def _fits_turn(self, n: int) -> bool:
+        """Whether ``n`` more characters fit the turn; reclaims every grant when short."""
+        if n <= self._budget:
+            return True
+        for call in self._all_calls():
+            self._budget += call.room
+            call.end -= call.room
+            call.room = 0
+        return n <= self._budget
 
     def _name_known(self, call: Call) -> ToolCallStarted | None:
         """Check a (possibly partial) name; return the start event once it is final enough."""
@@ -824,7 +868,7 @@ class TurnReader:
             state.legacy_arguments = io.StringIO()
         if piece:
             size = state.legacy_arguments.tell() + len(piece)
-            if size > self._max_call or len(piece) > self._budget:
+            if size > self._max_call or not self._fits_turn(len(piece)):
                 raise LimitExceededError(
                     f"choice {state.index}: the function_call arguments passed "
                     f"Limits.max_call_arguments or max_turn_arguments",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from typing import Any
+from unittest import mock
 
 import pytest
 import reactivex
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rxtoolcalls as rt
+from rxtoolcalls import _assembler
 from tests.helpers import (
     Chunk,
     args,
@@ -81,6 +83,59 @@ def test_depth_limit() -> None:
     assert run_assemble([ok, fin()], policy=policy).tool_calls[0].parsed_arguments
     with pytest.raises(rt.LimitExceededError, match="max_depth"):
         run_assemble([deep, fin()], policy=policy)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    grant=st.integers(0, 6),
+    max_call=st.integers(0, 24),
+    max_turn=st.integers(0, 40),
+    steps=st.lists(
+        st.tuples(st.integers(0, 1), st.integers(0, 2), st.text(alphabet="ab", max_size=7)),
+        max_size=30,
+    ),
+)
+def test_limits_are_exact_whatever_the_fast_path_reserved(
+    grant: int, max_call: int, max_turn: int, steps: list[tuple[int, int, str]]
+) -> None:
+    # The fast path takes pieces within a grant reserved from the turn budget; the error must
+    # still come on the exact chunk that passes a limit, with the exact size received.
+    policy = rt.Policy(limits=rt.Limits(max_call_arguments=max_call, max_turn_arguments=max_turn))
+    assembler = rt.Assembler(policy)
+    sizes: dict[tuple[int, int], str] = {}
+    total = 0
+    with mock.patch.object(_assembler, "_GRANT", grant):
+        for ci, index, piece in steps:
+            key = (ci, index)
+            chunk = (
+                args(index, piece, ci)
+                if key in sizes
+                else call_open(index, f"id{ci}{index}", "f", piece, ci)
+            )
+            so_far = sizes.setdefault(key, "")
+            n = len(piece)
+            over_call = len(so_far) + n > max_call
+            if n and (over_call or total + n > max_turn):
+                with pytest.raises(rt.LimitExceededError) as info:
+                    assembler.feed(chunk)
+                expected = "max_call_arguments" if over_call else "max_turn_arguments"
+                assert (info.value.limit, info.value.received) == (expected, len(so_far))
+                return
+            assembler.feed(chunk)
+            sizes[key] = so_far + piece
+            total += n
+    kept = {(c.choice_index, c.index): (c.size, c.text.getvalue()) for c in assembler.calls()}
+    assert kept == {key: (len(text), text) for key, text in sizes.items()}
+
+
+def test_legacy_function_call_shares_the_turn_budget_with_reserved_calls() -> None:
+    policy = rt.Policy(limits=rt.Limits(max_call_arguments=10, max_turn_arguments=12))
+    assembler = rt.Assembler(policy)
+    assembler.feed(call_open(0, "c", "f", "abcd"))  # the call holds a grant beyond its 4
+    legacy = {"function_call": {"name": "g", "arguments": "12345678"}}
+    assembler.feed(choice(legacy, index=1))  # 4 + 8 = 12 fits once the grant is given back
+    with pytest.raises(rt.LimitExceededError):
+        assembler.feed(args(0, "e"))
 
 
 def test_depth_counts_nesting_not_brackets_inside_strings() -> None:
