@@ -80,8 +80,8 @@ _ABSENT = object()
 # Characters a call may take on the fast path between two exact limit checks. A grant is
 # reserved from the turn's budget, so the fast path updates one counter per piece.
 _GRANT = 1 << 16
-# Choice index 0 is compared by identity: CPython keeps one object for each small int, so
-# this also tells an int from 0.0 or False in one step (any other 0 takes the full path).
+# Choice index 0 is recognised by identity: CPython keeps one object per small int, so the
+# one test also tells 0 from 0.0 and False (another int object 0 takes the general lookup).
 _ZERO = 0
 
 

@@ -21,6 +21,7 @@ import tracemalloc
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import redirect_stdout
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -554,6 +555,17 @@ def plot(rows: list[Row], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def peer_versions() -> str:
+    """The installed version of each peer package (and of reactivex), or "absent"."""
+    found = []
+    for package in ("reactivex", "openai", "langchain-core", "litellm"):
+        try:
+            found.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{package} absent")
+    return ", ".join(found)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (smoke)")
@@ -569,6 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         f"# rxtoolcalls benchmark — {python}, {os.cpu_count()} CPUs, {platform.machine()}, "
         f"rxtoolcalls {rt.__version__}"
     )
+    print(f"\npeers: {peer_versions()}")
     print(
         f"\nminimum of at least {repeats} interleaved runs (more for small streams), garbage "
         f"collector paused inside timed runs; {FRAGMENT}-character fragments, one per chunk"
