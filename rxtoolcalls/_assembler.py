@@ -276,8 +276,9 @@ class TurnReader:
 
     ``on_open`` is called with each new call before its first argument piece; it may replace
     the call's ``sink``. ``keep_arguments=False`` drops the pieces (progress only). With
-    ``on_error``, ``feed`` never raises: it passes the error there and returns no events, and
-    after ``stop()`` it ignores every chunk (so an Rx stage can subscribe it directly).
+    ``on_error``, ``feed`` never raises: it passes the first error there, returns no events,
+    and stops. A stopped reader (``stop()``) ignores every chunk, so an Rx stage can
+    subscribe ``feed`` directly.
     """
 
     __slots__ = (
@@ -376,6 +377,8 @@ class TurnReader:
                 # field values live in ``__dict__``: one attribute read per object, then dict
                 # reads (an attribute read of a model costs about three). Extra keys (an
                 # in-band error, reasoning) are not fields: those chunks take the full path.
+                # The last type tests and the lookup repeat the dict branch's: one shared
+                # test after both branches measured ~2.5% slower per chunk.
                 try:
                     if not chunk.__pydantic_extra__ and chunk.usage is None:  # type: ignore[attr-defined]
                         choices = chunk.choices  # type: ignore[attr-defined]
@@ -419,10 +422,8 @@ class TurnReader:
                     # Outside the reads' try: an error of the sink is the sink's own.
                     try:
                         call.sink(piece)
-                    except Exception as error:
-                        if self._on_error is None:
-                            raise
-                        self._on_error(error)
+                    except Exception as error:  # noqa: BLE001 - raised or reported, never lost
+                        self._report(error)
                     return _NO_EVENTS
         if self._stopped:
             return _NO_EVENTS
@@ -431,8 +432,16 @@ class TurnReader:
         try:
             return self._feed(chunk)
         except Exception as error:  # noqa: BLE001 - reported, never lost
-            self._on_error(error)
+            self._report(error)
             return _NO_EVENTS
+
+    def _report(self, error: Exception) -> None:
+        """Raise ``error``, or stop and pass it to ``on_error``: once, whatever comes later."""
+        on_error = self._on_error
+        if on_error is None:
+            raise error
+        self.stop()
+        on_error(error)
 
     def _feed(self, chunk: object) -> Sequence[ToolCallStarted]:
         events: list[ToolCallStarted] | None = None

@@ -33,7 +33,7 @@ class Stage(Generic[A]):
 
     ``direct=True`` subscribes ``on_next`` to the source as it is, saving a call per value:
     it must never raise, must report its errors with the ``fail`` it was made with, and must
-    ignore values once ``on_error`` was called.
+    ignore every value after reporting one (a ``TurnReader`` made with ``on_error=fail``).
     """
 
     __slots__ = ("direct", "on_completed", "on_error", "on_next")
@@ -46,8 +46,6 @@ class Stage(Generic[A]):
         *,
         direct: bool = False,
     ) -> None:
-        if direct and on_error is None:
-            raise ValueError("a direct stage needs an on_error that stops its on_next")
         self.on_next = on_next
         self.on_completed = on_completed
         self.on_error = on_error

@@ -217,7 +217,6 @@ def group_by_index(
             observer.on_completed()
 
         def on_error(error: Exception) -> None:
-            reader.stop()
             for group in groups:
                 group._end(error)
 
@@ -385,10 +384,7 @@ def _fused(
             observer.on_next(emit(reader.close_choices()))
             observer.on_completed()
 
-        def on_error(_error: Exception) -> None:
-            reader.stop()
-
-        return Stage(reader.feed, on_completed, on_error, direct=True)
+        return Stage(reader.feed, on_completed, direct=True)
 
     return lift(make)
 

@@ -339,6 +339,26 @@ def test_a_stopped_reader_ignores_every_chunk(report: bool) -> None:
     assert errors == []
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [{"choices": "not a list"}, {"error": {"message": "overloaded"}}],
+    ids=["malformed", "in-band error"],
+)
+def test_a_reporting_reader_stops_at_its_first_error(bad: dict[str, Any]) -> None:
+    from rxtoolcalls._assembler import TurnReader
+
+    errors: list[Exception] = []
+    reader = TurnReader(on_error=errors.append)
+    reader.feed(C0)
+    assert reader.feed(bad) == ()
+    for chunk in (C1, bad, C2, FIN):  # fast path, the same error again, full path
+        assert reader.feed(chunk) == ()
+    assert len(errors) == 1
+    assert isinstance(errors[0], rt.ToolCallStreamError)
+    assert [(c.index, c.text.getvalue()) for c in reader.calls()] == [(0, '{"city": ')]
+    assert reader.end().choices[0].finish_reason is None
+
+
 def test_pushing_into_a_subject_after_a_wire_error_raises_nothing() -> None:
     from reactivex.subject import Subject
 

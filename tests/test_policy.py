@@ -133,9 +133,10 @@ def test_legacy_function_call_shares_the_turn_budget_with_reserved_calls() -> No
     assembler = rt.Assembler(policy)
     assembler.feed(call_open(0, "c", "f", "abcd"))  # the call holds a grant beyond its 4
     legacy = {"function_call": {"name": "g", "arguments": "12345678"}}
-    assembler.feed(choice(legacy, index=1))  # 4 + 8 = 12 fits once the grant is given back
-    with pytest.raises(rt.LimitExceededError):
-        assembler.feed(args(0, "e"))
+    assert assembler.feed(choice(legacy, index=1)) == ()  # 4 + 8 = 12: fits once given back
+    with pytest.raises(rt.LimitExceededError) as info:
+        assembler.feed(args(0, "e"))  # the 13th character of the turn
+    assert (info.value.limit, info.value.received) == ("max_turn_arguments", 4)
 
 
 def test_depth_counts_nesting_not_brackets_inside_strings() -> None:
@@ -170,7 +171,7 @@ def test_duplicate_keys_are_detectable() -> None:
         run_assemble(nested, policy=rt.Policy(reject_duplicate_keys=True))
 
 
-def test_duplicate_keys_rejected_on_every_call_of_a_turn() -> None:
+def test_duplicate_keys_are_rejected_in_a_later_call_too() -> None:
     policy = rt.Policy(reject_duplicate_keys=True)
     chunks = [
         call_open(0, "c0", "f", '{"k": 1}'),
