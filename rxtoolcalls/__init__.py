@@ -26,12 +26,14 @@ from ._types import (
 )
 from .agent import (
     Conversation,
+    Ledger,
     ToolCallFinished,
     ToolExecutionError,
     TurnFinished,
     TurnLimitError,
     TurnRetried,
     agent_loop,
+    final_conversation,
 )
 from .operators import (
     Chunk,
@@ -67,6 +69,7 @@ __all__ = [
     "ContentFilteredError",
     "Conversation",
     "InvalidArgumentsError",
+    "Ledger",
     "LimitExceededError",
     "Limits",
     "MalformedChunkError",
@@ -96,6 +99,7 @@ __all__ = [
     "atomic_batch",
     "atomic_choices",
     "concat_arguments",
+    "final_conversation",
     "from_async_iterable",
     "from_async_openai_stream",
     "from_jsonl",

@@ -1,39 +1,62 @@
-"""The agent loop: stream → assemble → dispatch → stream again, until the model answers."""
+"""The agent loop: stream → assemble → dispatch → stream again, until the model answers.
+
+Where each step runs: on ``agent_loop(scheduler=…)`` when given, else on the scheduler the
+subscription passes (``subscribe(scheduler=…)``, ``subscribe_on``, ``run()``'s own), else on
+the asyncio loop running at subscription (``await``), else on the subscribing thread (then
+``subscribe()`` returns when the conversation ends). Turns, backoff timers and tool calls all
+go through that one scheduler.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
 import json
-from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import math
+import threading
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias
 
 import reactivex
 from reactivex import Observable, abc
 from reactivex import operators as ops
-from reactivex.disposable import SerialDisposable, SingleAssignmentDisposable
-from reactivex.scheduler import TimeoutScheduler
+from reactivex.disposable import CompositeDisposable, Disposable, SerialDisposable
+from reactivex.scheduler import CurrentThreadScheduler
+from reactivex.scheduler.eventloop import AsyncIOScheduler
 
 from ._assembler import TurnReader, resolve_policy, single_turn
-from ._errors import StreamInterruptedError, ToolCallStreamError
-from ._lift import Fail, Stage, interrupted, lift
+from ._errors import MalformedChunkError, StreamInterruptedError, ToolCallStreamError
+from ._lift import interrupted
 from ._policy import Policy
 from ._types import AssistantTurn, ToolCall, ToolCallStarted
-from .sources import from_async_iterable, from_openai_stream
+from .sources import _close, _typed_sdk_error, from_async_openai_stream, from_openai_stream
 
 __all__ = [
     "AgentEvent",
     "Conversation",
+    "Ledger",
     "ToolCallFinished",
     "ToolExecutionError",
     "TurnFinished",
     "TurnLimitError",
     "TurnRetried",
     "agent_loop",
+    "final_conversation",
 ]
 
 Message: TypeAlias = dict[str, Any]
+Ledger: TypeAlias = MutableMapping[str, "str | None"]
+"""Call id → the tool message content it got, or ``None`` while (or if) its result is unknown."""
 
 
 class TurnLimitError(ToolCallStreamError):
@@ -66,11 +89,16 @@ class TurnFinished:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallFinished:
-    """A tool returned (``content`` is what the model will read), or failed (``error``)."""
+    """A tool returned (``content`` is what the model will read), or failed (``error``).
+
+    ``reused`` is true when the call id was already in the ledger (or answered in the given
+    messages): the tool did not run again and ``content`` is the recorded answer.
+    """
 
     call: ToolCall
     content: str
     error: Exception | None = None
+    reused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,70 +113,582 @@ class Conversation:
 AgentEvent: TypeAlias = (
     "ToolCallStarted | TurnRetried | TurnFinished | ToolCallFinished | Conversation"
 )
-ChunkSource: TypeAlias = "Observable[Any] | Iterable[Any] | AsyncIterable[Any]"
+ChunkSource: TypeAlias = (
+    "Observable[Any] | Iterable[Any] | AsyncIterable[Any] | Awaitable[AsyncIterable[Any]]"
+)
 
 
-def _assemble_with_progress(
-    policy: Policy,
-) -> Callable[[Observable[Any]], Observable[ToolCallStarted | AssistantTurn]]:
-    """One pass over the chunks: each call's start as it is named, then the turn."""
+def final_conversation() -> Callable[[Observable[AgentEvent]], Observable[Conversation]]:
+    """The loop's final ``Conversation`` alone, typed: ``agent_loop(…).pipe(final_conversation())``.
 
-    def make(observer: abc.ObserverBase[ToolCallStarted | AssistantTurn], _: Fail) -> Stage[Any]:
-        reader = TurnReader(policy)
+    ``AgentEvent -> Conversation``; errors pass through; a loop that ends without one (it
+    never does) would be a ``SequenceContainsNoElementsError``.
+    """
 
-        def on_next(chunk: Any) -> None:
-            for event in reader.feed(chunk):
-                observer.on_next(event)
+    def operator(source: Observable[AgentEvent]) -> Observable[Conversation]:
+        def is_conversation(event: AgentEvent) -> bool:
+            return isinstance(event, Conversation)
 
-        def on_completed() -> None:
-            observer.on_next(single_turn(reader.close_choices()))
-            observer.on_completed()
+        return source.pipe(
+            ops.filter(is_conversation),
+            ops.map(_as_conversation),
+            ops.last(),
+        )
 
-        return Stage(on_next, on_completed)
-
-    return lift(make)
+    return operator
 
 
-def _as_observable(source: ChunkSource) -> Observable[Any]:
-    if isinstance(source, Observable):
-        return source
-    if isinstance(source, AsyncIterable):
-        stream = source
-        return from_async_iterable(lambda: stream)
-    return from_openai_stream(source)  # a sync SDK Stream, or any iterable
+def _as_conversation(event: AgentEvent) -> Conversation:
+    assert isinstance(event, Conversation)  # filtered just before
+    return event
+
+
+# Errors that are bugs in the caller's code: never retried, delivered as raised.
+_PROGRAMMING_ERRORS = (
+    TypeError,
+    AttributeError,
+    NameError,
+    LookupError,
+    AssertionError,
+    ImportError,
+    NotImplementedError,
+    RecursionError,
+    UnicodeError,
+)
+# Transport and SDK packages whose errors (other than programming errors) mean "try again".
+_NETWORK_PACKAGES = frozenset(
+    {"httpx", "httpcore", "h11", "h2", "openai", "anthropic", "aiohttp", "urllib3", "requests"}
+)
+
+
+def _transient(error: BaseException) -> bool:
+    """Whether an exception from opening or reading a stream may pass on a second try."""
+    if isinstance(error, _PROGRAMMING_ERRORS):
+        return False
+    if isinstance(error, OSError):  # ConnectionError, TimeoutError, socket errors
+        return True
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int):
+        return status in (408, 409, 429) or status >= 500
+    return type(error).__module__.partition(".")[0] in _NETWORK_PACKAGES
+
+
+def _retryable(error: ToolCallStreamError) -> bool:
+    if not isinstance(error, StreamInterruptedError):
+        return False
+    if getattr(error, "retryable", None) is False:  # a ProviderError that says so
+        return False
+    cause = error.__cause__
+    return cause is None or _transient(cause)
 
 
 def _content(value: object) -> str:
-    return value if isinstance(value, str) else json.dumps(value, default=str)
+    """A tool result as tool message content: strings as they are, anything else as JSON.
+
+    Non-finite floats (NaN, ±inf) become ``null``: the tokens ``NaN``/``Infinity`` are not
+    JSON and a strict provider refuses the whole request.
+    """
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, default=str, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), default=str, allow_nan=False)
 
 
-def _run_tool(tool: Callable[..., Any], call: ToolCall) -> Observable[Any]:
-    """The tool's single result as an Observable: sync, async, or Observable-returning."""
+def _finite(value: object) -> object:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
-    def start(_: abc.SchedulerBase | None) -> Observable[Any]:
-        schema = getattr(tool, "parameters", None)
-        if isinstance(schema, Mapping):
-            import jsonschema  # the "schema" extra
 
-            error = jsonschema.exceptions.best_match(
-                jsonschema.validators.validator_for(schema)(schema).iter_errors(
-                    call.parsed_arguments
+def _schema_problem(tool: Callable[..., Any], arguments: dict[str, Any]) -> str | None:
+    """Why the arguments fail the tool's ``parameters`` schema, without quoting their values."""
+    schema = getattr(tool, "parameters", None)
+    if not isinstance(schema, Mapping):
+        return None
+    import jsonschema  # the "schema" extra
+
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    if error is None:
+        return None
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    rule = json.dumps(error.validator_value, default=str)
+    if len(rule) > 80:
+        rule = rule[:77] + "..."
+    return f"arguments do not match the tool's schema: ${where} fails {error.validator!r} {rule}"
+
+
+def _answered(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The tool answers already in a transcript, by ``tool_call_id``."""
+    answers: dict[str, str] = {}
+    for message in messages:
+        if message.get("role") == "tool" and isinstance(message.get("tool_call_id"), str):
+            answers[message["tool_call_id"]] = _content(message.get("content"))
+    return answers
+
+
+def _unique_ids(turn: AssistantTurn, policy: Policy) -> AssistantTurn:
+    """The turn, or a typed error when two of its calls share one id.
+
+    The default policy refuses it (the transcript would answer one id twice); with
+    ``synthesize_missing_ids`` a repeated id gets a suffix and is counted in ``normalizations``.
+    """
+    first: dict[str, int] = {}
+    calls: list[ToolCall] = []
+    renamed = 0
+    for call in turn.tool_calls:
+        if call.id in first:
+            if not policy.synthesize_missing_ids:
+                raise MalformedChunkError(
+                    f"tool calls {first[call.id]} and {call.index} share the id "
+                    f"{call.id[:64]!r}; each call needs its own",
+                    index=call.index,
+                    name=call.name,
+                )
+            new_id = call.id
+            while new_id in first:
+                new_id = f"{new_id}_{call.index}"
+            call = replace(call, id=new_id)
+            renamed += 1
+        first[call.id] = call.index
+        calls.append(call)
+    if not renamed:
+        return turn
+    counts = dict(turn.normalizations)
+    counts["renamed_duplicate_ids"] = counts.get("renamed_duplicate_ids", 0) + renamed
+    return replace(turn, tool_calls=tuple(calls), normalizations=counts)
+
+
+async def _awaited_stream(awaitable: Awaitable[Any]) -> AsyncIterator[Any]:
+    """The chunks of the async stream an awaitable gives (``await client…create(stream=True)``)."""
+    stream = await awaitable
+    if not isinstance(stream, AsyncIterable):
+        await _close(stream)
+        raise _UnusableStreamError(
+            f"open_stream's awaitable gave a {type(stream).__name__}, not an async stream"
+        )
+    try:
+        async for chunk in stream:
+            yield chunk
+    except Exception as error:
+        typed = _typed_sdk_error(error)
+        if typed is error:
+            raise
+        raise typed from error
+    finally:
+        await _close(stream)
+
+
+def _discard(opened: object) -> None:
+    """Close what ``open_stream`` returned without reading it."""
+    if inspect.iscoroutine(opened):
+        opened.close()
+        return
+    close = getattr(opened, "close", None)
+    if callable(close) and not isinstance(opened, Observable):
+        result = close()
+        if inspect.iscoroutine(result):
+            result.close()
+
+
+class _UnusableStreamError(TypeError):
+    """``open_stream`` returned something that is not a chunk source."""
+
+
+def _unusable(value: object, why: str = "") -> _UnusableStreamError:
+    return _UnusableStreamError(
+        f"open_stream returned a {type(value).__name__}{why}; return an Observable of chunks, "
+        f"an openai Stream or AsyncStream (or the coroutine that creates it), or an iterable "
+        f"of chunks"
+    )
+
+
+def _open(value: object, loop: asyncio.AbstractEventLoop | None) -> Observable[Any]:
+    """What ``open_stream`` returned, as an Observable of chunks; ``TypeError`` if unusable."""
+    if isinstance(value, Observable):
+        return value
+    if inspect.isawaitable(value) or isinstance(value, AsyncIterable):
+        if loop is None:
+            if inspect.iscoroutine(value):
+                value.close()  # never awaited, and no warning about it
+            raise _unusable(
+                value, " but no asyncio loop runs the agent loop (await it inside a coroutine)"
+            )
+        if isinstance(value, AsyncIterable):
+            return from_async_openai_stream(value, loop=loop)
+        return _from_awaitable(value, loop)
+    if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Iterable):
+        raise _unusable(value)
+    return from_openai_stream(value)
+
+
+def _from_awaitable(awaitable: Awaitable[Any], loop: asyncio.AbstractEventLoop) -> Observable[Any]:
+    from .sources import from_async_iterable
+
+    def subscribe(
+        observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
+        reading = from_async_iterable(lambda: _awaited_stream(awaitable), loop=loop).subscribe(
+            observer, scheduler=scheduler
+        )
+
+        def close_unstarted() -> None:
+            # Disposed before its first step: close the coroutine so no request goes out.
+            if inspect.iscoroutine(awaitable) and (
+                inspect.getcoroutinestate(awaitable) == inspect.CORO_CREATED
+            ):
+                awaitable.close()
+
+        def dispose() -> None:
+            if loop.is_closed():
+                return
+            loop.call_soon_threadsafe(close_unstarted)
+
+        return CompositeDisposable(reading, Disposable(dispose))
+
+    return Observable(subscribe)
+
+
+def _run_tool(
+    tool: Callable[..., Any],
+    call: ToolCall,
+    scheduler: abc.SchedulerBase,
+    loop: asyncio.AbstractEventLoop | None,
+    claim: Callable[[], bool],
+) -> Observable[Any]:
+    """The tool's single result, started on ``scheduler`` only if ``claim()`` says it may."""
+
+    def subscribe(
+        observer: abc.ObserverBase[Any], _: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
+        inner = SerialDisposable()
+
+        def start(_: abc.SchedulerBase, __: object = None) -> None:
+            if not claim():
+                return
+            try:
+                problem = _schema_problem(tool, call.parsed_arguments)
+                if problem is not None:
+                    raise ValueError(problem)
+                result = tool(**call.parsed_arguments)
+            except Exception as error:  # noqa: BLE001 - the tool's failure, reported
+                observer.on_error(error)
+                return
+            inner.disposable = _result(result, loop).subscribe(observer, scheduler=scheduler)
+
+        return CompositeDisposable(scheduler.schedule(start), inner)
+
+    return Observable(subscribe)
+
+
+def _result(result: object, loop: asyncio.AbstractEventLoop | None) -> Observable[Any]:
+    if isinstance(result, Observable):
+        return result.pipe(ops.last())
+    if inspect.isawaitable(result):
+        return _from_tool_awaitable(result, loop)
+    return reactivex.return_value(result)
+
+
+def _from_tool_awaitable(
+    awaitable: Awaitable[Any], loop: asyncio.AbstractEventLoop | None
+) -> Observable[Any]:
+    async def run() -> Any:
+        return await awaitable
+
+    if loop is None:
+        # No asyncio loop runs this conversation (``run()``, a thread pool): the tool runs to
+        # completion on a loop of its own, on the thread that dispatched it.
+        def subscribe_blocking(
+            observer: abc.ObserverBase[Any], _: abc.SchedulerBase | None = None
+        ) -> abc.DisposableBase:
+            try:
+                value = asyncio.run(run())
+            except Exception as error:  # noqa: BLE001 - the tool's failure, reported
+                observer.on_error(error)
+            else:
+                observer.on_next(value)
+                observer.on_completed()
+            return Disposable()
+
+        return Observable(subscribe_blocking)
+
+    def subscribe(
+        observer: abc.ObserverBase[Any], _: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
+        future = asyncio.run_coroutine_threadsafe(run(), loop)
+
+        def done(finished: Any) -> None:
+            if finished.cancelled():
+                return
+            error = finished.exception()
+            if error is not None:
+                observer.on_error(error)
+            else:
+                observer.on_next(finished.result())
+                observer.on_completed()
+
+        future.add_done_callback(done)
+
+        def cancel() -> None:
+            future.cancel()
+
+        return Disposable(cancel)
+
+    return Observable(subscribe)
+
+
+@dataclass(frozen=True, slots=True)
+class _Settings:
+    open_stream: Callable[[list[Any]], ChunkSource]
+    tools: Mapping[str, Callable[..., Any]]
+    messages: tuple[Message, ...]
+    max_turns: int
+    retries: int
+    backoff: float
+    tool_errors: Literal["message", "raise"]
+    policy: Policy
+    empty_content: str | None
+    ledger: Ledger
+
+
+class _Conversation:
+    """One subscription's run of the loop: its transcript, its scheduler, its one ending."""
+
+    def __init__(
+        self,
+        settings: _Settings,
+        observer: abc.ObserverBase[AgentEvent],
+        scheduler: abc.SchedulerBase,
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> None:
+        self.s = settings
+        self.observer = observer
+        self.scheduler = scheduler
+        self.loop = loop
+        self.current = SerialDisposable()
+        self.transcript = [dict(m) for m in settings.messages]
+        self.answered = _answered(settings.messages)
+        self.lock = threading.Lock()
+        self.done = False
+
+    # -- the one ending ---------------------------------------------------------------------
+
+    def ended(self) -> bool:
+        return self.done
+
+    def _finish(self) -> bool:
+        """Claim the ending: true once; after it nothing is sent, started or dispatched."""
+        with self.lock:
+            if self.done:
+                return False
+            self.done = True
+        return True
+
+    def dispose(self) -> None:
+        self._finish()
+        self.current.dispose()
+
+    def fail(self, error: Exception) -> None:
+        if self._finish():
+            self.current.dispose()
+            self.observer.on_error(error)
+
+    def emit(self, event: AgentEvent) -> bool:
+        """Send one event; false when the loop has ended (or the subscriber's on_next raised)."""
+        if self.done:
+            return False
+        try:
+            self.observer.on_next(event)
+        except Exception as error:  # noqa: BLE001 - the subscriber's own; sent back as raised
+            # Never retried or re-typed: the loop stops and on_error gets that same exception.
+            self.fail(error)
+            return False
+        return not self.done
+
+    # -- turns ------------------------------------------------------------------------------
+
+    def start(self) -> abc.DisposableBase:
+        self.current.disposable = self.scheduler.schedule(lambda *_: self.stream_turn(1, 0))
+        return Disposable(self.dispose)
+
+    def stream_turn(self, number: int, attempt: int) -> None:
+        if self.done:
+            return
+        try:
+            opened = self.s.open_stream(list(self.transcript))
+            if self.ended():  # disposed while the request was being made
+                _discard(opened)
+                return
+            source = _open(opened, self.loop)
+        except Exception as error:  # noqa: BLE001 - the caller's function failed; typed below
+            self.turn_failed(number, attempt, error)
+            return
+        reader = TurnReader(self.s.policy)
+        ended = False
+
+        def on_chunk(chunk: Any) -> None:
+            nonlocal ended
+            if ended or self.done:
+                return
+            try:
+                events = reader.feed(chunk)
+            except Exception as error:  # noqa: BLE001 - the reader's typed errors
+                ended = True
+                self.turn_failed(number, attempt, error)
+                return
+            for event in events:
+                if not self.emit(event):
+                    ended = True
+                    return
+
+        def on_error(error: Exception) -> None:
+            nonlocal ended
+            if not ended:
+                ended = True
+                self.turn_failed(number, attempt, error)
+
+        def on_completed() -> None:
+            nonlocal ended
+            if ended:
+                return
+            ended = True
+            try:
+                turn = _unique_ids(single_turn(reader.close_choices()), self.s.policy)
+            except Exception as error:  # noqa: BLE001 - the reader's typed errors
+                self.turn_failed(number, attempt, error)
+                return
+            self.turn_done(number, turn)
+
+        holder = SerialDisposable()
+        self.current.disposable = holder
+        holder.disposable = source.subscribe(
+            on_chunk, on_error, on_completed, scheduler=self.scheduler
+        )
+
+    def turn_failed(self, number: int, attempt: int, error: Exception) -> None:
+        if self.done:
+            return
+        if isinstance(error, _PROGRAMMING_ERRORS) and not isinstance(error, UnicodeError):
+            self.fail(error)  # a bug in open_stream or in what it returned: as raised
+            return
+        typed = interrupted(error)
+        if not (_retryable(typed) and attempt < self.s.retries):
+            self.fail(typed)
+            return
+        if not self.emit(TurnRetried(number, attempt + 1, typed)):
+            return
+        delay = self.s.backoff * (2**attempt)
+        self.current.disposable = self.scheduler.schedule_relative(
+            delay, lambda *_: self.stream_turn(number, attempt + 1)
+        )
+
+    def turn_done(self, number: int, turn: AssistantTurn) -> None:
+        if not self.emit(TurnFinished(number, turn)):
+            return
+        if not turn.tool_calls:
+            self.transcript.append(turn.to_message(self.s.empty_content))
+            if self.emit(Conversation(tuple(self.transcript), turn, number)) and self._finish():
+                self.current.dispose()
+                self.observer.on_completed()
+            return
+        if number >= self.s.max_turns:
+            self.fail(
+                TurnLimitError(
+                    f"the model still asked for tools after {self.s.max_turns} turns "
+                    f"({', '.join(c.name for c in turn.tool_calls)}); raise max_turns or "
+                    f"check the tools' answers"
                 )
             )
-            if error is not None:
-                raise ValueError(f"arguments do not match the tool's schema: {error.message}")
-        result = tool(**call.parsed_arguments)
-        if isinstance(result, Observable):
-            return result.pipe(ops.last())
-        if inspect.isawaitable(result):
-            return reactivex.from_future(asyncio.ensure_future(result))
-        return reactivex.return_value(result)
+            return
+        results = [self.dispatch(call) for call in turn.tool_calls]
+        holder = SerialDisposable()
+        self.current.disposable = holder
+        holder.disposable = (
+            reactivex.fork_join(*results)
+            .pipe(ops.first())
+            .subscribe(
+                lambda finished: self.answered_turn(number, turn, finished),
+                self.fail,
+                scheduler=self.scheduler,
+            )
+        )
 
-    return reactivex.defer(start)
+    def answered_turn(
+        self, number: int, turn: AssistantTurn, finished: Sequence[ToolCallFinished]
+    ) -> None:
+        for event in finished:
+            if not self.emit(event):
+                return
+        self.transcript.extend(
+            turn.exchange([event.content for event in finished], self.s.empty_content)
+        )
+        self.current.disposable = self.scheduler.schedule(
+            lambda *_: self.stream_turn(number + 1, 0)
+        )
+
+    # -- tools ------------------------------------------------------------------------------
+
+    def dispatch(self, call: ToolCall) -> Observable[ToolCallFinished]:
+        ledger = self.s.ledger
+        known = self.answered.get(call.id)
+        if known is None and call.id in ledger:
+            known = ledger[call.id]
+            if known is None:
+                return self.failed(
+                    call,
+                    RuntimeError(
+                        f"call id {call.id[:64]!r} was dispatched before and its result is "
+                        f"unknown; it was not run again"
+                    ),
+                )
+        if known is not None:
+            return reactivex.return_value(ToolCallFinished(call, known, reused=True))
+        tool = self.s.tools.get(call.name)
+        if tool is None:
+            return self.failed(call, LookupError(f"unknown tool {call.name[:64]!r}"))
+
+        def record(value: object) -> ToolCallFinished:
+            finished = ToolCallFinished(call, _content(value))
+            ledger[call.id] = finished.content
+            return finished
+
+        def claim() -> bool:
+            with self.lock:
+                if self.done:
+                    return False
+                ledger[call.id] = None  # at most once, even if the result never comes
+            return True
+
+        return _run_tool(tool, call, self.scheduler, self.loop, claim).pipe(
+            ops.map(record),
+            ops.catch(lambda error, _: self.failed(call, error, ledger)),
+        )
+
+    def failed(
+        self, call: ToolCall, error: Exception, ledger: Ledger | None = None
+    ) -> Observable[ToolCallFinished]:
+        if self.s.tool_errors == "raise":
+            typed = ToolExecutionError(
+                f"tool call {call.index} ({call.name[:64]}): {type(error).__name__}: {error}",
+                index=call.index,
+                name=call.name,
+            )
+            typed.__cause__ = error
+            return reactivex.throw(typed)
+        content = f"Error: {type(error).__name__}: {error}"
+        if ledger is not None:
+            ledger[call.id] = content
+        return reactivex.return_value(ToolCallFinished(call, content, error))
 
 
 def agent_loop(
-    open_stream: Callable[[list[Message]], ChunkSource],
+    open_stream: Callable[[list[Any]], ChunkSource],
     tools: Mapping[str, Callable[..., Any]],
     messages: Sequence[Mapping[str, Any]],
     *,
@@ -159,149 +699,81 @@ def agent_loop(
     policy: Policy | None = None,
     scheduler: abc.SchedulerBase | None = None,
     empty_content: str | None = None,
+    ledger: Ledger | None = None,
 ) -> Observable[AgentEvent]:
     """Run the tool conversation until a turn has no tool calls; emit its progress.
 
-    ``open_stream(messages)`` opens one chat-completion stream (an Observable of chunks, an
-    openai SDK ``Stream`` or ``AsyncStream``, or any iterable); ``tools`` maps names to
-    callables taking the arguments as keywords (sync, ``async``, or returning an Observable;
-    a ``parameters`` attribute holding a JSON schema is checked first). Emits
+    ``open_stream(messages)`` opens one chat-completion stream: an Observable of chunks, an
+    openai SDK ``Stream`` or ``AsyncStream``, the coroutine ``AsyncOpenAI().….create(…,
+    stream=True)`` returns (awaited on the loop), or any iterable of chunks. ``tools`` maps
+    names to callables taking the arguments as keywords (sync, ``async``, or returning an
+    Observable; a ``parameters`` attribute holding a JSON schema is checked first). Emits
     ``ToolCallStarted`` as names stream in, ``TurnRetried``, ``TurnFinished``, one
-    ``ToolCallFinished`` per call, and finally the ``Conversation``.
+    ``ToolCallFinished`` per call, and finally the ``Conversation``
+    (``.pipe(final_conversation())`` keeps only that, typed).
 
     - Nothing is appended until a turn is complete; then the assistant message and one tool
-      message per call, in call order (calls of a turn run concurrently).
-    - A ``StreamInterruptedError`` (dropped connection, provider error, no finish) streams the
-      same messages again, ``retries`` times, after ``backoff`` seconds doubled each time; no
-      tool runs before its turn is complete, so none runs twice.
+      message per call, in call order (calls of a turn run concurrently on a pool scheduler).
+    - Retried, ``retries`` times after ``backoff`` seconds doubled each time, on the loop's
+      scheduler: a ``StreamInterruptedError`` from the network (dropped connection, timeout,
+      no finish, a ``ProviderError`` not marked ``retryable=False``, an HTTP 408/409/429/5xx).
+      Never retried: the model's invalid output, and programming errors (``open_stream``
+      raising ``TypeError``/``AttributeError``…, or returning ``None``, an int: a
+      ``TypeError`` at once), delivered as raised.
+    - Exactly once: each call id is written to ``ledger`` (a new dict per ``agent_loop()``
+      call unless given) when its tool starts, then with its answer. An id already in the
+      ledger, or already answered by a tool message in ``messages``, is not run again: it gets
+      the recorded answer (``ToolCallFinished.reused``), or an error message when its result
+      was never recorded. So ``agent_loop(…, ledger=done).pipe(ops.retry(3))`` re-streams but
+      never re-runs a call; to resume instead, start a new loop from the messages so far.
+      Two calls of one turn sharing an id are a ``MalformedChunkError`` (the default policy).
     - An unknown tool, a tool that raises, or arguments against its schema become a tool
       message the model can read (``tool_errors="message"``) or a ``ToolExecutionError``.
     - After ``max_turns`` turns that all asked for tools: ``TurnLimitError``.
-    - Disposing cancels the stream in flight and any running tool.
+    - Disposing cancels the stream in flight and any running tool; after it no tool starts
+      and no request is sent.
+    - Your own callback raising is not a stream failure: when ``on_next`` raises, the loop
+      stops (nothing more is streamed or dispatched, no retry) and ``on_error`` gets that same
+      exception, once.
+
+    Where each step runs: see the module docstring (``scheduler`` overrides the
+    subscription's). An ``async`` tool runs on the asyncio loop when there is one, else to
+    completion on a loop of its own on the dispatching thread.
 
     ``empty_content=""`` sends ``""`` instead of ``null`` as the content of an assistant
     message that only calls tools (llama-cpp-python's server refuses ``null``).
     """
     if max_turns < 1:
         raise ValueError("max_turns must be at least 1")
-    chosen = resolve_policy(policy, None)
-    timer_scheduler = scheduler or TimeoutScheduler.singleton()
-    start_messages = [dict(m) for m in messages]
+    settings = _Settings(
+        open_stream=open_stream,
+        tools=tools,
+        messages=tuple(dict(m) for m in messages),
+        max_turns=max_turns,
+        retries=retries,
+        backoff=backoff,
+        tool_errors=tool_errors,
+        policy=resolve_policy(policy, None),
+        empty_content=empty_content,
+        ledger=ledger if ledger is not None else {},
+    )
 
     def subscribe(
-        observer: abc.ObserverBase[AgentEvent], _: abc.SchedulerBase | None = None
+        observer: abc.ObserverBase[AgentEvent], given: abc.SchedulerBase | None = None
     ) -> abc.DisposableBase:
-        current = SerialDisposable()
-        transcript = list(start_messages)
-        dispatched: set[str] = set()
-        done = False
-
-        def fail(error: Exception) -> None:
-            nonlocal done
-            if not done:
-                done = True
-                observer.on_error(error)
-
-        def stream_turn(number: int, attempt: int) -> None:
-            if done:
-                return
-            try:
-                source = _as_observable(open_stream(list(transcript)))
-            except Exception as error:  # noqa: BLE001 - the caller's function failed
-                on_turn_error(number, attempt, error)
-                return
-            turns: list[AssistantTurn] = []
-
-            def on_event(event: ToolCallStarted | AssistantTurn) -> None:
-                if isinstance(event, AssistantTurn):
-                    turns.append(event)
-                else:
-                    observer.on_next(event)
-
-            # Held before subscribing: a source that ends synchronously may already have moved
-            # the loop on (a retry timer, the next turn) by the time subscribe() returns.
-            holder = SingleAssignmentDisposable()
-            current.disposable = holder
-            holder.disposable = source.pipe(_assemble_with_progress(chosen)).subscribe(
-                on_event,
-                lambda error: on_turn_error(number, attempt, error),
-                lambda: turn_done(number, turns[0]),
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        chosen = scheduler or given
+        if isinstance(chosen, AsyncIOScheduler):
+            running = chosen._loop  # the loop its callbacks run on
+        elif chosen is None:
+            chosen = (
+                AsyncIOScheduler(running)
+                if running is not None
+                else CurrentThreadScheduler.singleton()
             )
-
-        def on_turn_error(number: int, attempt: int, error: Exception) -> None:
-            typed = interrupted(error)
-            if isinstance(typed, StreamInterruptedError) and attempt < retries:
-                observer.on_next(TurnRetried(number, attempt + 1, typed))
-                delay = backoff * (2**attempt)
-                current.disposable = timer_scheduler.schedule_relative(
-                    delay, lambda *_: stream_turn(number, attempt + 1)
-                )
-                return
-            fail(typed)
-
-        def turn_done(number: int, turn: AssistantTurn) -> None:
-            observer.on_next(TurnFinished(number, turn))
-            if not turn.tool_calls:
-                nonlocal done
-                transcript.append(turn.to_message(empty_content))
-                done = True
-                observer.on_next(Conversation(tuple(transcript), turn, number))
-                observer.on_completed()
-                return
-            if number >= max_turns:
-                fail(
-                    TurnLimitError(
-                        f"the model still asked for tools after {max_turns} turns "
-                        f"({', '.join(c.name for c in turn.tool_calls)}); raise max_turns or "
-                        f"check the tools' answers"
-                    )
-                )
-                return
-            results = [dispatch(call) for call in turn.tool_calls]
-            holder = SingleAssignmentDisposable()
-            current.disposable = holder
-            holder.disposable = (
-                reactivex.fork_join(*results)
-                .pipe(ops.first())
-                .subscribe(
-                    lambda finished: answered(number, turn, finished),
-                    fail,
-                )
-            )
-
-        def dispatch(call: ToolCall) -> Observable[ToolCallFinished]:
-            def failed(error: Exception) -> Observable[ToolCallFinished]:
-                if tool_errors == "raise":
-                    typed = ToolExecutionError(
-                        f"tool call {call.index} ({call.name}): {type(error).__name__}: {error}",
-                        index=call.index,
-                        name=call.name,
-                    )
-                    typed.__cause__ = error
-                    return reactivex.throw(typed)
-                content = f"Error: {type(error).__name__}: {error}"
-                return reactivex.return_value(ToolCallFinished(call, content, error))
-
-            tool = tools.get(call.name)
-            if call.id in dispatched:
-                return failed(ValueError(f"call id {call.id!r} was already dispatched"))
-            dispatched.add(call.id)
-            if tool is None:
-                return failed(LookupError(f"unknown tool {call.name!r}"))
-            return _run_tool(tool, call).pipe(
-                ops.map(lambda value: ToolCallFinished(call, _content(value))),
-                ops.catch(lambda error, _: failed(error)),
-            )
-
-        def answered(
-            number: int, turn: AssistantTurn, finished: Sequence[ToolCallFinished]
-        ) -> None:
-            for event in finished:
-                observer.on_next(event)
-            transcript.extend(turn.exchange([event.content for event in finished], empty_content))
-            stream_turn(number + 1, 0)
-
-        stream_turn(1, 0)
-        return current
+        return _Conversation(settings, observer, chosen, running).start()
 
     return Observable(subscribe)

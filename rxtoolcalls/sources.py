@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import os
@@ -76,7 +77,9 @@ def from_async_iterable(
 
     The loop is ``loop`` or the one running when subscribing. Disposing cancels the read and
     closes the iterator (``aclose()``/``close()``: an SDK ``AsyncStream`` frees its HTTP
-    response); its errors arrive as ``on_error``. Use ``await observable`` inside the loop.
+    response). Errors arrive as ``on_error``: ``factory()`` raising, the iteration failing, or
+    closing the iterator failing after its last item (then instead of ``on_completed``). Use
+    ``await observable`` inside the loop.
     """
 
     def subscribe(
@@ -91,18 +94,31 @@ def from_async_iterable(
             raise RuntimeError("from_async_iterable needs a running asyncio loop, or loop=")
 
         async def pump() -> None:
-            iterator = factory()
+            try:
+                iterator = factory()
+            except Exception as error:  # noqa: BLE001 - delivered as on_error
+                observer.on_error(error)
+                return
+            failure: Exception | None = None
             try:
                 async for item in iterator:
                     observer.on_next(item)
             except asyncio.CancelledError:
+                with contextlib.suppress(Exception):  # disposed: nobody is listening
+                    await _close(iterator)
                 raise
             except Exception as error:  # noqa: BLE001 - delivered as on_error
-                observer.on_error(error)
-            else:
-                observer.on_completed()
-            finally:
+                failure = error
+            try:
                 await _close(iterator)
+            except Exception as error:  # noqa: BLE001 - delivered as on_error
+                # A stream that cannot be closed did not end cleanly; the first failure wins.
+                if failure is None:
+                    failure = error
+            if failure is None:
+                observer.on_completed()
+            else:
+                observer.on_error(failure)
 
         if running is target:
             task = target.create_task(pump())

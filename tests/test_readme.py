@@ -34,3 +34,18 @@ def test_readme_example_runs(
     assert printed.strip()
     if injected:
         assert printed.strip() == "tool_calls ['GetWeatherArgs', 'get_stock_price']"
+
+
+AGENT_BLOCKS = [number for number, code in enumerate(BLOCKS) if "agent_loop" in code]
+
+
+def test_readme_agent_examples_pass_mypy_strict(tmp_path: Path) -> None:
+    api = pytest.importorskip("mypy.api")
+    assert AGENT_BLOCKS
+    paths = []
+    for number in AGENT_BLOCKS:
+        path = tmp_path / f"readme_block_{number}.py"
+        path.write_text(BLOCKS[number], encoding="utf-8")
+        paths.append(str(path))
+    out, err, status = api.run(["--strict", "--no-incremental", "--python-version", "3.11", *paths])
+    assert status == 0, out + err

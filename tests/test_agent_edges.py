@@ -1,0 +1,609 @@
+"""The agent loop's failure paths: retry under asyncio, what open_stream returns, dispose,
+exactly-once dispatch, async tools, the subscriber's own exceptions, async sources."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import warnings
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import reactivex
+from reactivex import abc
+from reactivex import operators as ops
+from reactivex.scheduler import NewThreadScheduler, ThreadPoolScheduler, VirtualTimeScheduler
+
+import rxtoolcalls as rt
+from rxtoolcalls.agent import final_conversation
+from rxtoolcalls.serve import ReplayServer
+from rxtoolcalls.sources import from_async_iterable
+from tests.helpers import call_open, content, finish
+
+openai = pytest.importorskip("openai")
+
+USER = [{"role": "user", "content": "pay the bill"}]
+
+
+def tool_turn(*calls: tuple[str, str, str]) -> list[dict[str, Any]]:
+    return [
+        call_open(i, cid, name, arguments) for i, (cid, name, arguments) in enumerate(calls)
+    ] + [finish("tool_calls")]
+
+
+def answer(text: str = "Done.") -> list[dict[str, Any]]:
+    return [content(text), finish("stop")]
+
+
+class Script:
+    """open_stream: one scripted turn per call (the last repeats), remembering each request."""
+
+    def __init__(self, *turns: Any) -> None:
+        self.turns = list(turns)
+        self.seen: list[list[dict[str, Any]]] = []
+
+    def __call__(self, messages: list[dict[str, Any]]) -> Any:
+        self.seen.append(messages)
+        turn = self.turns[min(len(self.seen) - 1, len(self.turns) - 1)]
+        return turn if isinstance(turn, reactivex.Observable) else reactivex.from_iterable(turn)
+
+
+class Counter:
+    """A tool that counts its runs by call."""
+
+    def __init__(self, result: object = "paid") -> None:
+        self.runs = 0
+        self.result = result
+        self.lock = threading.Lock()
+
+    def __call__(self, **_: Any) -> object:
+        with self.lock:
+            self.runs += 1
+        return self.result
+
+
+class Outcome(abc.ObserverBase[Any]):
+    """Every notification of one subscription, and an Event set on the terminal one."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self.errors: list[Exception] = []
+        self.completed = 0
+        self.ended = threading.Event()
+
+    def on_next(self, value: Any) -> None:
+        self.values.append(value)
+
+    def on_error(self, error: Exception) -> None:
+        self.errors.append(error)
+        self.ended.set()
+
+    def on_completed(self) -> None:
+        self.completed += 1
+        self.ended.set()
+
+    @property
+    def terminals(self) -> int:
+        return len(self.errors) + self.completed
+
+
+# -- 1, 2: retry under asyncio, and what open_stream returns ------------------------------------
+
+
+def test_async_retry_with_the_coroutine_of_async_openai() -> None:
+    # Turn 1 is cut after two chunks; the retry, the next turn and the tool all run on the
+    # asyncio loop, with no extra argument.
+    pay = tool_turn(("call_pay_1", "pay", '{"amount": 3}'))
+    with ReplayServer([pay, pay, answer()], cut={0: 1}) as server:
+
+        async def main() -> list[Any]:
+            client = openai.AsyncOpenAI(api_key="x", base_url=server.base_url, max_retries=0)
+
+            def open_stream(messages: list[dict[str, Any]]) -> Any:
+                return client.chat.completions.create(model="m", messages=messages, stream=True)
+
+            events = rt.agent_loop(open_stream, {"pay": Counter()}, USER, backoff=0.01)
+            collected: list[Any] = await asyncio.wait_for(events.pipe(ops.to_list()), 20)
+            await client.close()
+            return collected
+
+        events = asyncio.run(main())
+        assert len(server.requests) == 3
+    retried = [e for e in events if isinstance(e, rt.TurnRetried)]
+    assert [(e.turn, e.attempt) for e in retried] == [(1, 1)]
+    assert isinstance(retried[0].error, rt.StreamInterruptedError)
+    conversation = events[-1]
+    assert isinstance(conversation, rt.Conversation)
+    assert [m["role"] for m in conversation.messages] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_async_stream_and_async_open_stream() -> None:
+    pay = tool_turn(("call_pay_1", "pay", '{"amount": 3}'))
+    with ReplayServer([pay, answer()]) as server:
+
+        async def main() -> rt.Conversation:
+            client = openai.AsyncOpenAI(api_key="x", base_url=server.base_url, max_retries=0)
+
+            async def open_stream(messages: list[dict[str, Any]]) -> Any:
+                return await client.chat.completions.create(
+                    model="m", messages=messages, stream=True
+                )
+
+            events = rt.agent_loop(open_stream, {"pay": Counter()}, USER)
+            conversation = await asyncio.wait_for(events.pipe(final_conversation()), 20)
+            await client.close()
+            return conversation
+
+        conversation = asyncio.run(main())
+    assert conversation.turns == 2
+
+
+def test_sync_stream_with_run() -> None:
+    pay = tool_turn(("call_pay_1", "pay", '{"amount": 3}'))
+    tool = Counter()
+    with ReplayServer([pay, answer()]) as server:
+        client = openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0)
+
+        def open_stream(messages: list[dict[str, Any]]) -> Any:
+            return client.chat.completions.create(model="m", messages=messages, stream=True)
+
+        conversation = (
+            rt.agent_loop(open_stream, {"pay": tool}, USER).pipe(final_conversation()).run()
+        )
+        client.close()
+    assert conversation.turns == 2
+    assert tool.runs == 1
+
+
+@pytest.mark.parametrize(
+    "returned",
+    [None, 42, "data: {}", {"choices": []}],
+    ids=["none", "int", "str", "dict"],
+)
+def test_unusable_return_is_a_type_error_at_once(returned: object) -> None:
+    calls = []
+
+    def open_stream(messages: list[dict[str, Any]]) -> Any:
+        calls.append(messages)
+        return returned
+
+    outcome = Outcome()
+    rt.agent_loop(open_stream, {}, USER, backoff=0).subscribe(outcome)
+    assert outcome.ended.wait(5)
+    assert len(calls) == 1
+    assert not any(isinstance(v, rt.TurnRetried) for v in outcome.values)
+    assert isinstance(outcome.errors[0], TypeError)
+    assert "open_stream returned" in str(outcome.errors[0])
+
+
+@pytest.mark.parametrize("raised", [TypeError("bad call"), AttributeError("no attribute")])
+def test_programming_errors_in_open_stream_are_not_retried(raised: Exception) -> None:
+    calls = 0
+
+    def open_stream(messages: list[dict[str, Any]]) -> Any:
+        nonlocal calls
+        calls += 1
+        raise raised
+
+    outcome = Outcome()
+    rt.agent_loop(open_stream, {}, USER, backoff=0).subscribe(outcome)
+    assert calls == 1
+    assert outcome.errors == [raised]  # as raised, not a StreamInterruptedError
+
+
+def test_a_network_error_in_open_stream_is_retried() -> None:
+    attempts = 0
+
+    def open_stream(messages: list[dict[str, Any]]) -> Any:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise ConnectionRefusedError("refused")
+        return reactivex.from_iterable(answer())
+
+    outcome = Outcome()
+    rt.agent_loop(open_stream, {}, USER, backoff=0).subscribe(outcome)
+    assert attempts == 2
+    assert outcome.completed == 1
+    assert isinstance(outcome.values[0], rt.TurnRetried)
+
+
+def test_a_coroutine_without_a_running_loop_is_a_type_error_and_no_warning() -> None:
+    async def create() -> Any:
+        raise AssertionError("never awaited")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        outcome = Outcome()
+        rt.agent_loop(lambda _: create(), {}, USER).subscribe(outcome)
+        import gc
+
+        gc.collect()
+    assert isinstance(outcome.errors[0], TypeError)
+    assert "asyncio" in str(outcome.errors[0])
+
+
+# -- 3: dispose stops everything; subscribe(scheduler=...) --------------------------------------
+
+
+def slow_pay_server() -> ReplayServer:
+    pay = [content("Paying. "), *tool_turn(("call_pay_1", "pay", '{"amount": 3}'))]
+    return ReplayServer([pay, answer()], delay=0.15)
+
+
+def test_dispose_mid_turn_with_subscribe_on_a_pool_runs_no_tool_and_sends_nothing() -> None:
+    tool = Counter()
+    pool = ThreadPoolScheduler(2)
+    with slow_pay_server() as server:
+        client = openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0)
+
+        def open_stream(messages: list[dict[str, Any]]) -> Any:
+            return client.chat.completions.create(model="m", messages=messages, stream=True)
+
+        outcome = Outcome()
+        subscription = (
+            rt.agent_loop(open_stream, {"pay": tool}, USER).pipe(ops.subscribe_on(pool))
+        ).subscribe(outcome)
+        deadline = time.monotonic() + 5
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)  # inside turn 1: its chunks arrive every 0.15 s
+        subscription.dispose()
+        time.sleep(1.0)  # the rest of turn 1 would have arrived by now
+        requests = len(server.requests)
+        client.close()
+    pool.executor.shutdown(wait=True)
+    assert requests == 1
+    assert tool.runs == 0
+    assert outcome.terminals == 0
+
+
+def test_subscribe_with_a_scheduler_returns_at_once() -> None:
+    tool = Counter()
+    with slow_pay_server() as server:
+        client = openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0)
+
+        def open_stream(messages: list[dict[str, Any]]) -> Any:
+            return client.chat.completions.create(model="m", messages=messages, stream=True)
+
+        outcome = Outcome()
+        rt.agent_loop(open_stream, {"pay": tool}, USER).subscribe(
+            outcome, scheduler=NewThreadScheduler()
+        )
+        returned_before_the_end = not outcome.ended.is_set()
+        assert outcome.ended.wait(20)
+        client.close()
+    assert returned_before_the_end
+    assert outcome.completed == 1
+    assert tool.runs == 1
+
+
+# -- 4: exactly once, across retries too --------------------------------------------------------
+
+
+def test_retrying_the_whole_loop_runs_each_call_once() -> None:
+    pay = Counter()
+    seen: list[list[dict[str, Any]]] = []
+
+    def open_stream(messages: list[dict[str, Any]]) -> Any:
+        seen.append(messages)
+        if messages[-1]["role"] == "user":  # turn 1, each time the loop starts over
+            return reactivex.from_iterable(tool_turn(("call_pay_1", "pay", "{}")))
+        return reactivex.from_iterable([call_open(0, "call_x", "pay", "{")]).pipe(
+            ops.concat(reactivex.throw(ConnectionError("reset")))
+        )
+
+    outcome = Outcome()
+    rt.agent_loop(open_stream, {"pay": pay}, USER, retries=0).pipe(ops.retry(3)).subscribe(outcome)
+    assert len(seen) == 6  # three subscriptions, two requests each
+    assert pay.runs == 1
+    reused = [v for v in outcome.values if isinstance(v, rt.ToolCallFinished) and v.reused]
+    assert [v.call.id for v in reused] == ["call_pay_1", "call_pay_1"]
+    assert isinstance(outcome.errors[0], rt.StreamInterruptedError)
+
+
+def test_a_ledger_outlives_the_loop() -> None:
+    pay = Counter()
+    ledger: rt.Ledger = {}
+    for _ in range(2):
+        script = Script(tool_turn(("call_pay_1", "pay", "{}")), answer())
+        conversation = (
+            rt.agent_loop(script, {"pay": pay}, USER, ledger=ledger)
+            .pipe(final_conversation())
+            .run()
+        )
+        assert conversation.messages[2]["content"] == "paid"
+    assert pay.runs == 1
+    assert ledger == {"call_pay_1": "paid"}
+
+
+def test_a_call_started_but_never_answered_is_not_run_again() -> None:
+    ledger: rt.Ledger = {"call_pay_1": None}
+    pay = Counter()
+    script = Script(tool_turn(("call_pay_1", "pay", "{}")), answer())
+    conversation = (
+        rt.agent_loop(script, {"pay": pay}, USER, ledger=ledger).pipe(final_conversation()).run()
+    )
+    assert pay.runs == 0
+    assert "not run again" in conversation.messages[2]["content"]
+
+
+def test_ids_answered_in_the_given_messages_are_not_dispatched() -> None:
+    earlier: list[dict[str, Any]] = [
+        *USER,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_pay_1",
+                    "type": "function",
+                    "function": {"name": "pay", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_pay_1", "content": "paid earlier"},
+    ]
+    pay = Counter()
+    script = Script(tool_turn(("call_pay_1", "pay", "{}")), answer())
+    events = rt.agent_loop(script, {"pay": pay}, earlier).pipe(ops.to_list()).run()
+    assert pay.runs == 0
+    finished = [e for e in events if isinstance(e, rt.ToolCallFinished)]
+    assert [(f.content, f.reused) for f in finished] == [("paid earlier", True)]
+
+
+def test_two_calls_sharing_an_id_are_a_typed_error() -> None:
+    pay = Counter()
+    script = Script(tool_turn(("same", "pay", "{}"), ("same", "pay", "{}")), answer())
+    outcome = Outcome()
+    rt.agent_loop(script, {"pay": pay}, USER).subscribe(outcome)
+    assert isinstance(outcome.errors[0], rt.MalformedChunkError)
+    assert pay.runs == 0
+    assert len(script.seen) == 1  # model output: not retried
+
+
+def test_lenient_renames_a_shared_id() -> None:
+    pay = Counter()
+    script = Script(tool_turn(("same", "pay", "{}"), ("same", "pay", "{}")), answer())
+    conversation = (
+        rt.agent_loop(script, {"pay": pay}, USER, policy=rt.LENIENT)
+        .pipe(final_conversation())
+        .run()
+    )
+    ids = [m["tool_call_id"] for m in conversation.messages if m["role"] == "tool"]
+    assert ids == ["same", "same_1"]
+    assert pay.runs == 2
+
+
+# -- 5: async tools and run() -------------------------------------------------------------------
+
+
+def test_async_tool_with_a_synchronous_run() -> None:
+    async def pay(amount: int) -> str:
+        await asyncio.sleep(0.01)
+        return f"paid {amount}"
+
+    script = Script(tool_turn(("call_pay_1", "pay", '{"amount": 3}')), answer())
+    result: list[rt.Conversation] = []
+
+    def run() -> None:
+        result.append(rt.agent_loop(script, {"pay": pay}, USER).pipe(final_conversation()).run())
+
+    worker = threading.Thread(target=run, daemon=True)  # a hang fails the test, not the suite
+    worker.start()
+    worker.join(10)
+    assert result, "run() did not return"
+    assert result[0].messages[2]["content"] == "paid 3"
+
+
+# -- 6: the subscriber's own exceptions ---------------------------------------------------------
+
+
+class Boom(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [rt.ToolCallStarted, rt.TurnFinished, rt.ToolCallFinished, rt.Conversation],
+    ids=lambda kind: kind.__name__,
+)
+def test_a_raising_on_next_ends_the_loop_once_with_that_exception(kind: type) -> None:
+    pay = Counter()
+    script = Script(tool_turn(("call_pay_1", "pay", "{}")), answer())
+    raised = Boom("the subscriber's own bug")
+    outcome = Outcome()
+
+    def on_next(event: Any) -> None:
+        outcome.on_next(event)
+        if isinstance(event, kind):
+            raise raised
+
+    rt.agent_loop(script, {"pay": pay}, USER, backoff=0).subscribe(
+        on_next, outcome.on_error, outcome.on_completed
+    )
+    assert outcome.errors == [raised]
+    assert outcome.completed == 0
+    assert not any(isinstance(v, rt.TurnRetried) for v in outcome.values)
+    assert sum(isinstance(v, kind) for v in outcome.values) == 1  # nothing after it
+    expected_requests = 2 if kind is rt.Conversation else 1
+    assert len(script.seen) == expected_requests
+    assert pay.runs == (0 if kind in (rt.ToolCallStarted, rt.TurnFinished) else 1)
+
+
+# -- 10, 14: what reaches a tool message --------------------------------------------------------
+
+
+def test_non_finite_results_are_json_in_the_tool_message() -> None:
+    script = Script(tool_turn(("a", "f", "{}")), answer())
+    tools = {"f": lambda: {"ratio": float("nan"), "top": float("inf"), "ok": 1.5}}
+    conversation = rt.agent_loop(script, tools, USER).pipe(final_conversation()).run()
+    assert conversation.messages[2]["content"] == '{"ratio": null, "top": null, "ok": 1.5}'
+
+
+def test_schema_errors_do_not_echo_the_argument_values() -> None:
+    def f(amount: int) -> str:
+        return "paid"
+
+    f.parameters = {  # type: ignore[attr-defined]
+        "type": "object",
+        "properties": {"amount": {"type": "integer"}},
+    }
+    script = Script(tool_turn(("a", "f", '{"amount": "sk-LIVE-0123456789"}')), answer())
+    conversation = rt.agent_loop(script, {"f": f}, USER).pipe(final_conversation()).run()
+    message = conversation.messages[2]["content"]
+    assert "schema" in message
+    assert "$.amount" in message
+    assert "sk-LIVE" not in message
+
+
+# -- 7: from_async_iterable reports the factory's and aclose()'s errors --------------------------
+
+
+def test_a_raising_factory_is_reported() -> None:
+    def factory() -> AsyncIterator[int]:
+        raise Boom("cannot open")
+
+    async def main() -> Exception:
+        with pytest.raises(Boom) as caught:
+            await asyncio.wait_for(from_async_iterable(factory).pipe(ops.to_list()), 5)
+        return caught.value
+
+    assert str(asyncio.run(main())) == "cannot open"
+
+
+def test_an_aclose_error_after_completion_is_reported() -> None:
+    class Stream:
+        def __init__(self) -> None:
+            self.items = iter([1, 2])
+
+        def __aiter__(self) -> Stream:
+            return self
+
+        async def __anext__(self) -> int:
+            try:
+                return next(self.items)
+            except StopIteration:
+                raise StopAsyncIteration from None
+
+        async def aclose(self) -> None:
+            raise Boom("close failed")
+
+    async def main() -> tuple[list[int], list[Exception]]:
+        values: list[int] = []
+        errors: list[Exception] = []
+        done = asyncio.Event()
+
+        def on_error(error: Exception) -> None:
+            errors.append(error)
+            done.set()
+
+        from_async_iterable(Stream).subscribe(values.append, on_error, done.set)
+        await asyncio.wait_for(done.wait(), 5)
+        return values, errors
+
+    values, errors = asyncio.run(main())
+    assert values == [1, 2]
+    assert [str(e) for e in errors] == ["close failed"]
+
+
+# -- the fuzz: cuts, raising tools and callbacks, dispose at random moments -----------------------
+
+
+def _fuzz_case(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    scheduler = VirtualTimeScheduler()
+    ledger: rt.Ledger = {}
+    runs: dict[str, int] = {}
+
+    def open_stream(messages: list[dict[str, Any]]) -> Any:
+        if rng.random() < 0.1:
+            raise ConnectionResetError("refused")
+        call_id = f"call_{rng.randrange(4)}"  # ids repeat across turns: the ledger decides
+        chunks = tool_turn((call_id, "t", "{}")) if rng.random() < 0.6 else answer("fine")
+        if rng.random() < 0.25:
+            cut = rng.randrange(len(chunks))
+            return reactivex.from_iterable(chunks[:cut]).pipe(
+                ops.delay(0.1, scheduler=scheduler),
+                ops.concat(reactivex.throw(ConnectionError("cut"))),
+            )
+        if rng.random() < 0.1:
+            return reactivex.never()  # a stall: only dispose ends it
+        return reactivex.from_iterable(chunks).pipe(ops.delay(0.1, scheduler=scheduler))
+
+    def t(**_: Any) -> str:
+        call = current_call[0]
+        runs[call] = runs.get(call, 0) + 1
+        if rng.random() < 0.2:
+            raise Boom("tool failed")
+        return "ok"
+
+    current_call = [""]
+
+    def on_next(event: Any) -> None:
+        if isinstance(event, rt.TurnFinished) and event.assistant.tool_calls:
+            current_call[0] = event.assistant.tool_calls[0].id
+        if rng.random() < 0.03:
+            raise Boom("callback failed")
+
+    observable = rt.agent_loop(
+        open_stream, {"t": t}, USER, scheduler=scheduler, ledger=ledger, backoff=0.5, max_turns=4
+    )
+    for _ in range(3):  # resubscriptions share the ledger
+        outcome = Outcome()
+        subscription = observable.subscribe(on_next, outcome.on_error, outcome.on_completed)
+        scheduler.schedule_relative(rng.uniform(0, 3), lambda *_, s=subscription: s.dispose())
+        scheduler.start()
+        assert outcome.terminals <= 1  # exactly one, or none when disposed first
+    assert all(count == 1 for count in runs.values()), runs
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_fuzz_one_ending_and_each_call_at_most_once(seed: int) -> None:
+    _fuzz_case(seed)
+
+
+def _threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.is_alive()}
+
+
+def test_dispose_at_random_moments_leaves_no_thread() -> None:
+    import random
+
+    rng = random.Random(7)
+    pay = [content("x"), *tool_turn(("call_1", "pay", "{}"))]
+    with ReplayServer([pay, answer()], delay=0.02) as server:
+        client = openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0)
+
+        def open_stream(messages: list[dict[str, Any]]) -> Any:
+            return client.chat.completions.create(model="m", messages=messages, stream=True)
+
+        ledger: rt.Ledger = {}
+        tool = Counter()
+        before = _threads()
+        for _ in range(12):
+            outcome = Outcome()
+            subscription = rt.agent_loop(open_stream, {"pay": tool}, USER, ledger=ledger).subscribe(
+                outcome, scheduler=NewThreadScheduler()
+            )
+            time.sleep(rng.uniform(0, 0.2))
+            subscription.dispose()
+            assert outcome.terminals <= 1
+        client.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            # The server's own handler threads are named "Thread-N (process_request_thread)".
+            left = {
+                t.name
+                for t in _threads() - before
+                if "process_request" not in t.name and t is not threading.current_thread()
+            }
+            if not left:
+                break
+            time.sleep(0.05)
+    assert tool.runs <= 1
+    assert left == set()
