@@ -7,10 +7,18 @@ import contextlib
 import inspect
 import json
 import os
+import socket
 import threading
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import reactivex
 from reactivex import Observable, abc
@@ -174,19 +182,182 @@ def chunk_error_field(value: str) -> ProviderError:
     return ProviderError(f"the provider reported an error inside the stream: {value!r}")
 
 
+class _StreamedResponse(Protocol):
+    """A streamed ``httpx.Response`` (or ``httpx2``), as ``from_sse`` takes it to own it."""
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        """The body, decoded pieces as they arrive."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection."""
+        ...
+
+
+def _socket_of(response: object) -> socket.socket | None:
+    """The socket under an httpx/httpx2 response on HTTP/1.x, or ``None`` if there is none."""
+    # On HTTP/2 one socket carries other streams too: closing the response is all we may do.
+    if getattr(response, "http_version", None) not in ("HTTP/1.0", "HTTP/1.1"):
+        return None
+    extensions = getattr(response, "extensions", None)
+    if not isinstance(extensions, Mapping):
+        return None
+    get_extra_info = getattr(extensions.get("network_stream"), "get_extra_info", None)
+    if not callable(get_extra_info):
+        return None
+    try:
+        found = get_extra_info("socket")
+    except Exception:  # noqa: BLE001 - a transport without it: close() is the fallback
+        return None
+    return found if isinstance(found, socket.socket) else None
+
+
+class _Reading:
+    """One subscription's blocking read, and how a dispose from any thread ends it.
+
+    Closing an HTTP response from another thread does not wake a read blocked in ``recv``;
+    shutting its socket down does. So ``stop()`` shuts the socket down while a read is under
+    way and leaves the close to the reader, which returns at once; with no socket it closes the
+    source itself if ``close_any_thread`` (an SDK stream), else the reader closes it when it
+    next gets control (a generator cannot be closed while it runs).
+    """
+
+    def __init__(
+        self, close: Callable[[], None], response: object, *, close_any_thread: bool
+    ) -> None:
+        self.stopped = threading.Event()
+        self.close_error: Exception | None = None
+        self._close = close
+        self._response = response
+        self._socket = _socket_of(response)
+        self._close_any_thread = close_any_thread
+        self._lock = threading.Lock()
+        self._reader: int | None = None
+        self._closed = False
+
+    @property
+    def live(self) -> bool:
+        """Whether a read may block on a socket that ``stop()`` can shut down."""
+        return self._socket is not None
+
+    def begin(self) -> bool:
+        """Mark the calling thread as the reader; ``False`` if already stopped."""
+        with self._lock:
+            if self.stopped.is_set():
+                return False
+            self._reader = threading.get_ident()
+            return True
+
+    def end(self) -> None:
+        """The reader is done: from here on the socket is not ours to shut down."""
+        with self._lock:
+            self._reader = None
+        self.close()
+
+    def stop(self) -> None:
+        """Stop reading and free the connection within moments, from any thread."""
+        with self._lock:
+            if self.stopped.is_set():
+                return
+            self.stopped.set()
+            reader = self._reader
+            if reader == threading.get_ident():
+                return  # disposed from the reader's own on_next: it closes as it returns
+            # Under the lock, so that it never lands after end(): a finished response's
+            # connection may be back in the pool, serving another request.
+            woken = reader is not None and self._wake()
+        if reader is None or (not woken and self._close_any_thread):
+            self.close()
+
+    def _wake(self) -> bool:
+        sock = self._socket
+        if sock is None or getattr(self._response, "is_closed", False):
+            return False
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Close the source once; an error closing it is kept in ``close_error``."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._close()
+        except Exception as error:  # noqa: BLE001 - reported by the reader, if it still can
+            self.close_error = error
+
+
+def _blocking_source(
+    read: Callable[[abc.ObserverBase[Any], threading.Event], None],
+    close: Callable[[], None],
+    response: object,
+    *,
+    close_any_thread: bool,
+    typed: Callable[[Exception], Exception] = lambda error: error,
+) -> Observable[Any]:
+    """An Observable running ``read(observer, stopped)``, a loop of blocking reads.
+
+    ``read`` returns when done or stopped, and raises on failure (delivered as ``typed(it)``);
+    the source is closed before the terminal notification. Without a scheduler, or with
+    ``CurrentThreadScheduler``, it runs on the subscribing thread. With another scheduler a
+    read over a socket runs on a thread of its own: ``subscribe_on`` sends the dispose through
+    that scheduler, where it would wait behind the read forever.
+    """
+
+    def subscribe(
+        observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
+        reading = _Reading(close, response, close_any_thread=close_any_thread)
+
+        def run(_: object = None, __: object = None) -> None:
+            if not reading.begin():
+                return
+            failure: Exception | None = None
+            try:
+                read(observer, reading.stopped)
+            except Exception as error:  # noqa: BLE001 - delivered as on_error
+                failure = typed(error)
+            finally:
+                reading.end()
+            if reading.stopped.is_set():
+                return
+            failure = failure or reading.close_error
+            if failure is None:
+                observer.on_completed()
+            else:
+                observer.on_error(failure)
+
+        if reading.live and not (
+            scheduler is None or isinstance(scheduler, CurrentThreadScheduler)
+        ):
+            threading.Thread(target=run, name="rxtoolcalls-reader", daemon=True).start()
+            return Disposable(reading.stop)
+        chosen = scheduler or CurrentThreadScheduler.singleton()
+        return CompositeDisposable(chosen.schedule(run), Disposable(reading.stop))
+
+    return Observable(subscribe)
+
+
 def from_sse(
-    source: Iterable[bytes | str] | AsyncIterable[bytes | str],
+    source: Iterable[bytes | str] | AsyncIterable[bytes | str] | _StreamedResponse,
     *,
     loop: asyncio.AbstractEventLoop | None = None,
 ) -> Observable[dict[str, Any]]:
     r"""Chunks from raw Server-Sent Events: bytes or text split anywhere, or whole lines.
 
-    ``source`` may be an iterable (``httpx.Response.iter_bytes()``, a file, a list) or an async
-    iterable (``aiter_bytes()``, read on the asyncio loop). ``data: [DONE]`` completes; comment
-    lines are skipped; the provider error shapes (``data: {"error": …}``, ``event: error``,
-    ``{"object": "error"}``, an OpenRouter error chunk, a non-standard ``error:`` field) end the
-    stream with a ``ProviderError`` carrying the provider's code and message. Disposing stops
-    reading and closes the source (``close``/``aclose``) if it has one.
+    ``source`` is a streamed ``httpx.Response`` itself (sync or async client), an iterable (a
+    file, a list, ``iter_bytes()``) or an async iterable (``aiter_bytes()``, read on the
+    asyncio loop). ``data: [DONE]`` completes; comment lines are skipped; the provider error
+    shapes (``data: {"error": …}``, ``event: error``, ``{"object": "error"}``, an OpenRouter
+    error chunk, a non-standard ``error:`` field) end the stream with a ``ProviderError``
+    carrying the provider's code and message. The source is closed (``close``/``aclose``) on
+    completion, error or dispose. Given the response, disposing closes its connection at once,
+    even mid-read on a silent server; given ``response.iter_bytes()``, a blocked read ends only
+    when data or the read timeout comes. Raises ``TypeError`` for anything else.
 
     >>> from reactivex import operators as ops
     >>> lines = ['data: {"choices": []}', "", ": keep-alive", "data: [DONE]", ""]
@@ -194,62 +365,75 @@ def from_sse(
     1
     """
     if isinstance(source, AsyncIterable):
-        return _from_async_sse(source, loop)
-    sync_source = source
+        iterable = source
+        return _from_async_sse(lambda: iterable, iterable, loop)
+    if not isinstance(source, Iterable):
+        iter_bytes = getattr(source, "iter_bytes", None)
+        if not callable(iter_bytes):
+            raise TypeError(
+                f"from_sse needs an httpx response, an iterable or an async iterable of "
+                f"bytes or str, not {type(source).__name__}"
+            )
+        aiter_bytes = getattr(source, "aiter_bytes", None)
+        if callable(aiter_bytes) and _is_async_response(source):
+            return _from_async_sse(aiter_bytes, source, loop)
+        return _sse_source(iter_bytes, source.close, source, close_any_thread=True)
+    pieces = source
+    closer = getattr(pieces, "close", None)
+    return _sse_source(
+        lambda: pieces,
+        closer if callable(closer) else _nothing,
+        None,
+        close_any_thread=False,
+    )
 
-    def subscribe(
-        observer: abc.ObserverBase[dict[str, Any]], scheduler: abc.SchedulerBase | None = None
-    ) -> abc.DisposableBase:
-        # Disposal may come from another thread than the one reading.
-        stopped = threading.Event()
 
-        def run(_: abc.SchedulerBase, __: object = None) -> None:
-            decoder = SSEDecoder()
-            try:
-                for piece in sync_source:
-                    for chunk in _sse_chunks(decoder, piece):
-                        if stopped.is_set():
-                            return
-                        if chunk is DONE:
-                            observer.on_completed()
-                            return
-                        observer.on_next(chunk)  # type: ignore[arg-type]
-                    if stopped.is_set():
-                        return
-                _sse_end(decoder)
-            except Exception as error:  # noqa: BLE001 - delivered as on_error
-                if not stopped.is_set():
-                    observer.on_error(error)
+def _nothing() -> None:
+    pass
+
+
+def _is_async_response(response: object) -> bool:
+    body = getattr(response, "stream", None)
+    return isinstance(body, AsyncIterable) and not isinstance(body, Iterable)
+
+
+def _sse_source(
+    pieces: Callable[[], Iterable[bytes | str]],
+    close: Callable[[], None],
+    response: object,
+    *,
+    close_any_thread: bool,
+) -> Observable[dict[str, Any]]:
+    def read(observer: abc.ObserverBase[Any], stopped: threading.Event) -> None:
+        decoder = SSEDecoder()
+        for piece in pieces():
+            for chunk in _sse_chunks(decoder, piece):
+                if stopped.is_set() or chunk is DONE:
+                    return
+                observer.on_next(chunk)
+            if stopped.is_set():
                 return
-            finally:
-                close = getattr(sync_source, "close", None)
-                if callable(close):
-                    close()
-            observer.on_completed()
+        _sse_end(decoder)
 
-        def stop() -> None:
-            stopped.set()
-
-        chosen = scheduler or CurrentThreadScheduler.singleton()
-        return CompositeDisposable(chosen.schedule(run), Disposable(stop))
-
-    return Observable(subscribe)
+    return _blocking_source(read, close, response, close_any_thread=close_any_thread)
 
 
 def _from_async_sse(
-    source: AsyncIterable[bytes | str], loop: asyncio.AbstractEventLoop | None
+    pieces: Callable[[], AsyncIterable[bytes | str]],
+    owner: object,
+    loop: asyncio.AbstractEventLoop | None,
 ) -> Observable[dict[str, Any]]:
     async def chunks() -> AsyncIterator[dict[str, Any]]:
         decoder = SSEDecoder()
         try:
-            async for piece in source:
+            async for piece in pieces():
                 for chunk in _sse_chunks(decoder, piece):
                     if chunk is DONE:
                         return
                     yield chunk  # type: ignore[misc]
             _sse_end(decoder)
         finally:
-            await _close(source)
+            await _close(owner)
 
     return from_async_iterable(chunks, loop=loop)
 
@@ -275,47 +459,29 @@ def _typed_sdk_error(error: Exception) -> Exception:
 def from_openai_stream(stream: Iterable[Any]) -> Observable[Any]:
     """The chunks of an openai SDK ``Stream[ChatCompletionChunk]`` (``stream=True``).
 
-    Reads on the subscribing thread (or the given scheduler). Disposing, completing or failing
-    closes the stream, which closes its HTTP response: no leaked connection. An in-band error
-    the SDK raises (``APIError``) arrives as ``ProviderError``; a connection error as itself
-    (``assemble()`` turns it into ``StreamInterruptedError``). Each stream can be read once.
+    Reads on the subscribing thread; given a scheduler (``subscribe_on``, ``.run()``), on a
+    thread of its own, from which the chunks arrive. Completing, failing or disposing closes
+    the HTTP response, and disposing (``take_until``, ``ops.timeout``) shuts its socket down at
+    once, even while a read waits on a silent server. An in-band error the SDK raises
+    (``APIError``) arrives as ``ProviderError``; a connection error as itself (``assemble()``
+    turns it into ``StreamInterruptedError``). Each stream can be read once.
     """
 
-    def subscribe(
-        observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
-    ) -> abc.DisposableBase:
-        # Disposal may come from another thread than the one reading.
-        stopped = threading.Event()
-
-        def close() -> None:
-            closer = getattr(stream, "close", None)
-            if callable(closer):
-                closer()
-
-        def run(_: abc.SchedulerBase, __: object = None) -> None:
-            try:
-                for chunk in stream:
-                    if stopped.is_set():
-                        return
-                    observer.on_next(chunk)
-                    if stopped.is_set():
-                        return
-            except Exception as error:  # noqa: BLE001 - delivered as on_error
-                if not stopped.is_set():
-                    observer.on_error(_typed_sdk_error(error))
+    def read(observer: abc.ObserverBase[Any], stopped: threading.Event) -> None:
+        for chunk in stream:
+            if stopped.is_set():
                 return
-            finally:
-                close()
-            observer.on_completed()
+            observer.on_next(chunk)
+            if stopped.is_set():
+                return
 
-        def stop() -> None:
-            stopped.set()
-            close()
+    def close() -> None:
+        closer = getattr(stream, "close", None)
+        if callable(closer):
+            closer()
 
-        chosen = scheduler or CurrentThreadScheduler.singleton()
-        return CompositeDisposable(chosen.schedule(run), Disposable(stop))
-
-    return Observable(subscribe)
+    response = getattr(stream, "response", None)
+    return _blocking_source(read, close, response, close_any_thread=True, typed=_typed_sdk_error)
 
 
 def from_async_openai_stream(
