@@ -9,14 +9,7 @@ import json
 import os
 import socket
 import threading
-from collections.abc import (
-    AsyncIterable,
-    AsyncIterator,
-    Callable,
-    Iterable,
-    Iterator,
-    Mapping,
-)
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -459,12 +452,14 @@ def _typed_sdk_error(error: Exception) -> Exception:
 def from_openai_stream(stream: Iterable[Any]) -> Observable[Any]:
     """The chunks of an openai SDK ``Stream[ChatCompletionChunk]`` (``stream=True``).
 
-    Reads on the subscribing thread; given a scheduler (``subscribe_on``, ``.run()``), on a
-    thread of its own, from which the chunks arrive. Completing, failing or disposing closes
-    the HTTP response, and disposing (``take_until``, ``ops.timeout``) shuts its socket down at
-    once, even while a read waits on a silent server. An in-band error the SDK raises
-    (``APIError``) arrives as ``ProviderError``; a connection error as itself (``assemble()``
-    turns it into ``StreamInterruptedError``). Each stream can be read once.
+    Reads on the subscribing thread. Given a scheduler (``subscribe_on``, ``.run()``), a
+    stream over a socket is read on a thread of its own, from which the chunks arrive; any
+    other iterable on that scheduler. Completing, failing or disposing closes the HTTP
+    response, and disposing (``take_until``, ``ops.timeout``) shuts its socket down at once,
+    even while a read waits on a silent server (HTTP/1.x; on HTTP/2 the response is closed).
+    An in-band error the SDK raises (``APIError``) arrives as ``ProviderError``; a connection
+    error as itself (``assemble()`` turns it into ``StreamInterruptedError``). Each stream can
+    be read once.
     """
 
     def read(observer: abc.ObserverBase[Any], stopped: threading.Event) -> None:

@@ -341,11 +341,10 @@ def test_from_sse_reads_a_whole_async_httpx_response() -> None:
 
 
 class PooledResponse:
-    """A finished response over one end of a socket pair, as a keep-alive pool would hold it."""
+    """A response over one end of a socket pair: ``body`` pieces, then reads from the socket."""
 
-    http_version = "HTTP/1.1"
-
-    def __init__(self, sock: socket.socket, body: list[bytes]) -> None:
+    def __init__(self, sock: socket.socket, body: list[bytes], http_version: str) -> None:
+        self.http_version = http_version
         self.extensions = {"network_stream": self}
         self.is_closed = False
         self._sock, self._body = sock, body
@@ -355,6 +354,8 @@ class PooledResponse:
 
     def iter_bytes(self) -> Iterator[bytes]:
         yield from self._body
+        while piece := self._sock.recv(4096):
+            yield piece
 
     def close(self) -> None:
         self.is_closed = True
@@ -364,7 +365,8 @@ def test_a_finished_read_never_shuts_the_socket_down() -> None:
     # Once read to the end, the connection may serve the pool's next request: hands off.
     ours, peer = socket.socketpair()
     with ours, peer:
-        response = PooledResponse(ours, [b'data: {"choices": []}\n\n', b"data: [DONE]\n\n"])
+        body = [b'data: {"choices": []}\n\n', b"data: [DONE]\n\n"]
+        response = PooledResponse(ours, body, "HTTP/1.1")
         subscription = rt.from_sse(response).subscribe(scheduler=NewThreadScheduler())
         deadline = time.monotonic() + BOUND
         while not response.is_closed and time.monotonic() < deadline:
@@ -372,6 +374,23 @@ def test_a_finished_read_never_shuts_the_socket_down() -> None:
         subscription.dispose()
         ours.sendall(b"still open")
         assert peer.recv(64) == b"still open"
+
+
+def test_http2_socket_is_left_to_its_other_streams() -> None:
+    # One HTTP/2 socket carries other requests' streams: disposing closes the response only.
+    ours, peer = socket.socketpair()
+    with ours, peer:
+        got = threading.Event()
+        response = PooledResponse(ours, [b'data: {"choices": []}\n\n'], "HTTP/2")
+        subscription = rt.from_sse(response).subscribe(
+            lambda _: got.set(), scheduler=NewThreadScheduler()
+        )
+        assert got.wait(BOUND)
+        subscription.dispose()
+        assert response.is_closed
+        ours.sendall(b"still open")
+        assert peer.recv(64) == b"still open"
+        peer.sendall(b": ping\n\n")  # lets the fake's blocked read return
 
 
 def test_from_sse_refuses_what_it_cannot_read() -> None:
