@@ -607,3 +607,31 @@ def test_dispose_at_random_moments_leaves_no_thread() -> None:
             time.sleep(0.05)
     assert tool.runs <= 1
     assert left == set()
+
+
+@pytest.mark.parametrize("how", ["new-thread", "subscribe-on-pool"])
+def test_disposing_the_loop_closes_a_stalled_connection(how: str) -> None:
+    from tests.test_cancel import BOUND, StallingServer, new_threads
+
+    before = set(threading.enumerate())
+    pool = ThreadPoolScheduler(2)
+    with StallingServer() as server:
+        client = openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0)
+
+        def open_stream(messages: list[dict[str, Any]]) -> Any:
+            return client.chat.completions.create(model="m", messages=messages, stream=True)
+
+        outcome = Outcome()
+        loop = rt.agent_loop(open_stream, {}, USER)
+        if how == "new-thread":
+            subscription = loop.subscribe(outcome, scheduler=NewThreadScheduler())
+        else:
+            subscription = loop.pipe(ops.subscribe_on(pool)).subscribe(outcome)
+        assert server.sent.wait(BOUND)
+        time.sleep(0.2)  # the reader is blocked in recv on a silent server
+        subscription.dispose()
+        assert server.closed.wait(BOUND), "the server never saw the connection close"
+        client.close()
+    pool.executor.shutdown(wait=False)
+    assert new_threads(before) == []
+    assert outcome.terminals == 0
