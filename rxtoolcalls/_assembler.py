@@ -1066,8 +1066,12 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
-# A tail that a longer text could still turn into a number or a literal.
-_OPEN_NUMBER = re.compile(r"-?\d*\.?\d*(?:[eE][-+]?\d*)?")
+# A text that more characters could still turn into a JSON number: JSON's own grammar, ASCII
+# digits only. Possessive quantifiers never backtrack, so a failed match is linear in its length
+# (the old greedy pattern retried every split of a digit run: quadratic).
+_OPEN_NUMBER = re.compile(r"-?(?:(?:0|[1-9][0-9]*+)(?:\.[0-9]*+|(?:\.[0-9]++)?[eE][-+]?[0-9]*+)?)?")
+# The characters of a number token, read backwards from where the scanner stopped.
+_NUMBER_RUN = re.compile(r"[-+.eE0-9]*+")
 _LITERALS = ("true", "false", "null")
 
 
@@ -1078,27 +1082,43 @@ _UNIQUE_KEYS = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_ho
 
 
 def _ends_inside_value(text: str, exc: json.JSONDecodeError) -> bool:
-    """Whether the parser stopped because the text ran out, not because it was wrong."""
+    """Whether the parser stopped because the text ran out, not because it was wrong.
+
+    True when ``text`` (trailing whitespace aside) is the start of some valid JSON text.
+    Linear in the length of the text (it runs only after a failed parse).
+    """
     msg, pos = exc.msg, exc.pos
     if msg.startswith("Unterminated string"):
         return True
     if msg.startswith("Invalid \\uXXXX escape"):
-        # pos is the backslash: a cut escape has fewer than four characters after "\u".
-        return len(text) - pos < 6
+        # A cut escape: at most four characters after its "\u" (the scanner wants one more
+        # after a complete escape at the end), every one a hex digit.
+        # (pos is at the backslash or at the "u", depending on the scanner.)
+        start = text.rfind("\\u", max(0, pos - 1), pos + 2)
+        digits = text[start + 2 :]
+        return start >= 0 and len(digits) <= 4 and all(c in _HEX for c in digits)
     if msg == "Extra data":
         return False
     tail = text[pos:].rstrip()
     if not tail:
         return True
+    if msg == "Expecting value" and len(tail) < 5 and any(t.startswith(tail) for t in _LITERALS):
+        return True
     if msg == "Expecting value":
-        if any(literal.startswith(tail) for literal in _LITERALS):
-            return True
-        return tail[0] in "-0123456789" and _OPEN_NUMBER.fullmatch(tail) is not None
-    # The scanner stops inside "1." or "1e" right after the digits it accepted.
-    start = pos
-    while start > 0 and text[start - 1] in "-0123456789":
-        start -= 1
-    return start < pos and _OPEN_NUMBER.fullmatch(text[start:].rstrip()) is not None
+        # The scanner stops at the start of a number it cannot read yet ("-").
+        token = tail
+    else:
+        # Or right after the part it accepted ("1" of "1.", "1.5" of "1.5e+"): the token
+        # runs from the number's start to the end.
+        run = _NUMBER_RUN.match(text[pos - 1 :: -1]).end() if pos else 0  # type: ignore[union-attr]
+        if not run:
+            return False
+        token = text[pos - run :].rstrip()
+    return token[:1] in _NUMBER_START and _OPEN_NUMBER.fullmatch(token) is not None
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+_NUMBER_START = frozenset("-0123456789")
 
 
 def _depth(value: object, limit: int) -> bool:

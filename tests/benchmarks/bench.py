@@ -421,6 +421,75 @@ def concurrency(streams: int, rx: bool) -> tuple[float, int, float]:
     return n * streams / seconds, n * streams, peak / streams
 
 
+# -- adversarial input ----------------------------------------------------------------------
+
+ADVERSARIAL_SIZES = (10_000, 80_000, 1 << 20, 4 << 20)
+
+
+def _broken_arguments(shape: str, size: int) -> str:
+    """Arguments of ``size`` characters that fail to parse after a long digit run."""
+    digits = "1" * (size - 12)
+    if shape == "fraction":
+        return '{"a": 0.' + digits + "x}"
+    if shape == "exponent":
+        return '{"a": 1e' + digits + "x}"
+    half = digits[: len(digits) // 2]
+    return '{"a": -0.' + half + "e" + half + "e}"  # both runs, then a second exponent
+
+
+def _classify_once(text: str) -> float:
+    """Seconds for the Assembler to refuse ``text`` (one piece), the error checked."""
+    assembler = rt.Assembler()
+    assembler.feed(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {"index": 0, "id": "c", "function": {"name": "f", "arguments": text}}
+                        ]
+                    },
+                    "finish_reason": "tool_calls",
+                }
+            ]
+        }
+    )
+    start = time.perf_counter()
+    try:
+        assembler.close()
+    except rt.InvalidArgumentsError:
+        return time.perf_counter() - start
+    raise SystemExit(f"{text[:20]}... was not refused as invalid")
+
+
+def classification_scaling(repeats: int) -> list[tuple[str, bool, str]]:
+    """Print how long a refused argument text takes to classify, by size; return targets."""
+    print("\n### Adversarial arguments: time to refuse one call (parse and classify)\n")
+    print("| shape | " + " | ".join(f"{n:,} chars" for n in ADVERSARIAL_SIZES) + " | growth |")
+    print("|---|" + "---:|" * (len(ADVERSARIAL_SIZES) + 1))
+    results: list[tuple[str, bool, str]] = []
+    for shape in ("fraction", "exponent", "both"):
+        times = [
+            min(_classify_once(_broken_arguments(shape, n)) for _ in range(repeats))
+            for n in ADVERSARIAL_SIZES
+        ]
+        small, large = ADVERSARIAL_SIZES[0], ADVERSARIAL_SIZES[-1]
+        # Per-character cost, largest size over smallest: 1 for linear, ~size ratio if quadratic.
+        growth = (times[-1] / large) / (times[0] / small)
+        cells = " | ".join(f"{t * 1e3:.1f} ms" for t in times)
+        print(f"| {shape} | {cells} | {growth:.2f} |")
+        results.append(
+            (
+                f"{shape}: {large:,} adversarial characters refused in under 1 s, "
+                f"per-character cost within 3x of {small:,} characters",
+                times[-1] < 1.0 and growth <= 3.0,
+                f"{times[-1] * 1e3:.0f} ms, growth {growth:.2f}",
+            )
+        )
+    return results
+
+
 # -- report ---------------------------------------------------------------------------------
 
 
@@ -566,6 +635,11 @@ def peer_versions() -> str:
     return ", ".join(found)
 
 
+def adversarial_sections(repeats: int) -> list[tuple[str, bool, str]]:
+    """The adversarial-input sections (printed); their targets."""
+    return classification_scaling(repeats)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (smoke)")
@@ -573,7 +647,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--plot", type=Path, help="write the throughput plot (PNG) here")
     parser.add_argument("--streams", type=int, default=10_000, help="concurrent async streams")
+    parser.add_argument(
+        "--adversarial", action="store_true", help="only the adversarial-input sections"
+    )
     args = parser.parse_args(argv)
+    if args.adversarial:
+        adversarial = adversarial_sections(args.repeats)
+        for text, ok, figure in adversarial:
+            print(f"- [{'x' if ok else ' '}] {text}: {figure}")
+        return 0 if all(ok for _, ok, _ in adversarial) else 1
     sizes = (2_500, 10_000) if args.quick else SIZES
     repeats = 1 if args.quick else args.repeats
     python = f"{platform.python_implementation()} {platform.python_version()}"
@@ -627,8 +709,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{floor_per_stream / 1024:.1f} KiB per stream"
     )
 
+    adversarial = adversarial_sections(repeats)
+
     print("\n### Targets\n")
-    results = targets(rows)
+    results = targets(rows) + adversarial
     results.append(
         (
             "linear: per-fragment cost at the largest size within 1.5x of the smallest",
