@@ -23,6 +23,7 @@ from ._types import (
     ToolCallCommitted,
     ToolCallProgress,
     ToolCallStarted,
+    tool_content,
 )
 from .agent import (
     Conversation,
@@ -106,4 +107,5 @@ __all__ = [
     "on_finish_reason",
     "progress",
     "repair_transcript",
+    "tool_content",
 ]

@@ -35,9 +35,9 @@ Close rules (``check_finish`` then ``build_turns``), per choice in index order:
     ``ContentFilteredError``. ``error``: ``ProviderError``. ``stop`` and ``tool_calls`` emit
     (``stop`` keeps the calls: OpenAI sends it when ``tool_choice`` forces a function).
 14. Every call needs a name and an id; its arguments are parsed once and must be exactly one
-    JSON object (no ``NaN``/``Infinity``): text ending inside a value is a
-    ``TruncatedToolCallError`` whatever the finish_reason says, anything else an
-    ``InvalidArgumentsError``.
+    JSON object (no ``NaN``/``Infinity``, no number that overflows to infinity): text ending
+    inside a value is a ``TruncatedToolCallError`` whatever the finish_reason says, anything
+    else an ``InvalidArgumentsError``.
 15. Everything is computed before anything is returned: all calls of all choices, or one error.
 """
 
@@ -46,6 +46,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -1057,6 +1058,18 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_INFINITY = float("inf")
+
+
+def _finite_float(text: str) -> float:
+    # 1e999 (or 400 digits) is valid JSON text but parses to infinity, which no tool can use
+    # and json.dumps would write back as the non-JSON token Infinity.
+    value = float(text)
+    if value == _INFINITY or value == -_INFINITY:
+        raise ValueError("a number is too large for a double (it would parse to infinity)")
+    return value
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     value = dict(pairs)
     if len(value) != len(pairs):
@@ -1077,8 +1090,10 @@ _LITERALS = ("true", "false", "null")
 
 # One decoder each, made once: json.loads with hooks builds a new decoder on every call.
 # Decoders keep no state between calls, so sharing them is safe.
-_STRICT = json.JSONDecoder(parse_constant=_reject_constant)
-_UNIQUE_KEYS = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_UNIQUE_KEYS = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
+)
 
 
 def _ends_inside_value(text: str, exc: json.JSONDecodeError) -> bool:
@@ -1173,8 +1188,12 @@ def _parse(buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None) ->
             **_at_buffer(buffer, finish_reason),
         ) from exc
     except ValueError as exc:
+        reason = str(exc)
+        if "integer string conversion" in reason:
+            # Python's own text names sys.set_int_max_str_digits: advice for the caller.
+            reason = f"an integer has more than {sys.get_int_max_str_digits()} digits"
         raise InvalidArgumentsError(
-            f"{_where_buffer(buffer)}: the arguments are not strict JSON ({exc})",
+            f"{_where_buffer(buffer)}: the arguments are not strict JSON ({reason})",
             **_at_buffer(buffer, finish_reason),
         ) from exc
     if type(value) is not dict:

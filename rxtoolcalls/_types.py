@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,43 @@ __all__ = [
     "ToolCallCommitted",
     "ToolCallProgress",
     "ToolCallStarted",
+    "tool_content",
 ]
+
+
+def _finite(value: object) -> object:
+    """``value`` with every NaN or infinite float replaced by ``None`` (keys by their name)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {
+            (str(k) if isinstance(k, float) and not math.isfinite(k) else k): _finite(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def tool_content(value: object, default: Callable[[Any], Any] | None = None) -> str:
+    """The content of a tool message for a tool's result: a ``str`` as is, else strict JSON.
+
+    NaN and infinite floats, which JSON cannot hold (``json.dumps`` would write the non-JSON
+    tokens ``NaN``/``Infinity``), become ``null``, as JavaScript's ``JSON.stringify`` writes
+    them. ``default`` is passed to ``json.dumps`` for objects it cannot encode.
+
+    >>> tool_content({"ratio": float("nan"), "n": 2})
+    '{"ratio": null, "n": 2}'
+    """
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, allow_nan=False, default=default)
+    except ValueError:
+        # Only non-finite floats get here; a default may have produced them too.
+        given = default
+        finite_default = None if given is None else (lambda o: _finite(given(o)))
+        return json.dumps(_finite(value), allow_nan=False, default=finite_default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +127,7 @@ class AssistantTurn:
         """Return one ``{"role": "tool", "tool_call_id", "content"}`` message per call, in order.
 
         ``results`` maps each call id to its result, or lists the results in call order.
-        A ``str`` result is sent as is; anything else is JSON-encoded.
+        A ``str`` result is sent as is; anything else is JSON-encoded (``tool_content``).
         Raises ``ValueError`` unless there is exactly one result per call.
         """
         ids = [call.id for call in self.tool_calls]
@@ -111,11 +148,7 @@ class AssistantTurn:
                 )
             values = list(results)
         return [
-            {
-                "role": "tool",
-                "tool_call_id": call_id,
-                "content": value if isinstance(value, str) else json.dumps(value),
-            }
+            {"role": "tool", "tool_call_id": call_id, "content": tool_content(value)}
             for call_id, value in zip(ids, values, strict=True)
         ]
 

@@ -330,6 +330,10 @@ def test_every_truncation_is_a_truncation_error(run: Runner, text: str) -> None:
         "{'a': 1}",
         '{"a": NaN}',
         '{"a": Infinity}',
+        '{"a": 1e999}',
+        '{"a": -1e999}',
+        '{"a": [0.5, 1E+400]}',
+        '{"a": ' + "9" * 400 + ".0}",
         "",
         "  ",
     ],
@@ -491,3 +495,10 @@ def test_arguments_are_kept_verbatim() -> None:
 def test_text_fields_are_kept_verbatim(run: Runner) -> None:
     turn = run([content("a\r\n"), content("b\r"), content(""), finish("stop")])
     assert turn.content == "a\r\nb\r"
+
+
+def test_an_overflowing_number_is_refused_and_a_large_finite_one_kept(run: Runner) -> None:
+    with pytest.raises(rt.InvalidArgumentsError, match="infinity"):
+        run([call_open(0, "call_a", "f", '{"a": 1e999}'), finish()])
+    turn = run([call_open(0, "call_a", "f", '{"a": 1e308, "b": -1.5e-400}'), finish()])
+    assert turn.tool_calls[0].parsed_arguments == {"a": 1e308, "b": -0.0}
