@@ -61,6 +61,7 @@ from ._errors import (
     StreamInterruptedError,
     TruncatedToolCallError,
     UnknownToolError,
+    excerpt,
 )
 from ._policy import DEFAULT, Policy
 from ._types import AssistantTurn, ChoiceEnd, StreamEnd, ToolCall, ToolCallBuffer, ToolCallStarted
@@ -84,6 +85,9 @@ _GRANT = 1 << 16
 # Choice index 0 is recognised by identity: CPython keeps one object per small int, so the
 # one test also tells 0 from 0.0 and False (another int object 0 takes the general lookup).
 _ZERO = 0
+# Indices are opaque, but bounded: every message formats them.
+_MIN_INDEX = -(1 << 63)
+_MAX_INDEX = (1 << 63) - 1
 
 
 def _discard(_piece: str) -> None:
@@ -207,43 +211,56 @@ class _Choice:
         )
 
 
+def _attr(obj: object, name: str, default: object = None) -> Any:
+    """Read an attribute of a chunk object; whatever its reading raises is a bad chunk."""
+    try:
+        return getattr(obj, name, default)
+    except Exception as exc:
+        raise MalformedChunkError(
+            f"reading {name!r} of a {type(obj).__name__} raised {type(exc).__name__}"
+        ) from exc
+
+
 def _get(obj: object, name: str) -> Any:
     if isinstance(obj, dict):
         return obj.get(name)
-    return getattr(obj, name, None)
+    return _attr(obj, name)
 
 
 def _extra(obj: object, name: str) -> Any:
     """Read a field that a typed model may hold as an extra (pydantic ``extra="allow"``)."""
     if isinstance(obj, dict):
         return obj.get(name)
-    extra = getattr(obj, "__pydantic_extra__", _ABSENT)
+    extra = _attr(obj, "__pydantic_extra__", _ABSENT)
     if extra is _ABSENT:
-        return getattr(obj, name, None)
+        return _attr(obj, name)
     if isinstance(extra, dict) and name in extra:
         return extra[name]
     # A declared field, or nothing: pydantic's own lookup of a missing name is slow.
-    fields = getattr(type(obj), "model_fields", None)
-    return getattr(obj, name, None) if fields is None or name in fields else None
+    fields = _attr(type(obj), "model_fields")
+    return _attr(obj, name) if fields is None or name in fields else None
 
 
 def _as_dict(value: object) -> dict[str, Any]:
     if type(value) is dict:
         return value
-    dump = getattr(value, "model_dump", None)
+    dump = _attr(value, "model_dump")
     if callable(dump):
-        dumped = dump(exclude_unset=True)
+        try:
+            dumped = dump(exclude_unset=True)
+        except Exception as exc:
+            raise MalformedChunkError(f"usage.model_dump() raised {type(exc).__name__}") from exc
         if type(dumped) is dict:
             return dumped
     raise MalformedChunkError(f"usage must be an object, got {type(value).__name__}")
 
 
 def _where(choice_index: int, index: int | None, name: str | None) -> str:
-    where = f"tool call {index}" if index is not None else "a tool call"
+    where = f"tool call {excerpt(index)}" if index is not None else "a tool call"
     if name:
-        where += f" ({name})"
+        where += f" ({name if len(name) <= 64 else excerpt(name, 64)})"
     if choice_index:
-        where += f" of choice {choice_index}"
+        where += f" of choice {excerpt(choice_index)}"
     return where
 
 
@@ -371,7 +388,7 @@ class TurnReader:
                             call = self._calls0[index]
                         elif type(ci) is int:
                             call = self._choices[ci].calls[index]
-                except (KeyError, TypeError, IndexError, ValueError):
+                except Exception:  # noqa: BLE001 - the full path reads it again and reports
                     pass
             else:
                 # The same for pydantic models (the openai SDK's ChatCompletionChunk). Their
@@ -412,7 +429,7 @@ class TurnReader:
                                 call = self._calls0[index]
                             elif type(ci) is int:
                                 call = self._choices[ci].calls[index]
-                except (AttributeError, KeyError, TypeError, ValueError):
+                except Exception:  # noqa: BLE001 - the full path reads it again and reports
                     pass
             if call is not None:
                 # Within the call's grant, no limit can be passed; past it, the full path
@@ -456,10 +473,10 @@ class TurnReader:
         else:
             if chunk is None or isinstance(chunk, str | bytes | int | float | list | tuple):
                 raise MalformedChunkError(f"a chunk must be an object, got {type(chunk).__name__}")
-            choices = getattr(chunk, "choices", None)
+            choices = _attr(chunk, "choices")
             if _extra(chunk, "error") is not None:
                 self._raise_provider_error(chunk)
-            usage = getattr(chunk, "usage", None)
+            usage = _attr(chunk, "usage")
         if usage is not None:
             self.usage = _as_dict(usage)
         if not choices:
@@ -476,15 +493,17 @@ class TurnReader:
                     f"a choice must be an object, got {type(choice).__name__}"
                 )
             else:
-                ci = getattr(choice, "index", 0)
-                delta = getattr(choice, "delta", None)
-                finish = getattr(choice, "finish_reason", None)
+                ci = _attr(choice, "index", 0)
+                delta = _attr(choice, "delta")
+                finish = _attr(choice, "finish_reason")
             if ci is None:
                 ci = 0
             state = self._choices.get(ci) if type(ci) is int else None
             if state is None:
-                if type(ci) is not int:
-                    raise MalformedChunkError(f"choice index must be an int, got {ci!r}")
+                if type(ci) is not int or not _MIN_INDEX <= ci <= _MAX_INDEX:
+                    raise MalformedChunkError(
+                        f"choice index must be an int of at most 64 bits, got {excerpt(ci)}"
+                    )
                 state = self._choices[ci] = _Choice(ci)
                 if ci == 0:
                     self._calls0 = state.calls
@@ -532,7 +551,7 @@ class TurnReader:
     def _object_delta(self, state: _Choice, delta: object) -> list[ToolCallStarted] | None:
         if isinstance(delta, str | bytes | int | float | list | tuple):
             raise MalformedChunkError(f"delta must be an object, got {type(delta).__name__}")
-        entries = getattr(delta, "tool_calls", None)
+        entries = _attr(delta, "tool_calls")
         named = None if entries is None else self._entries(state, entries)
         for slot, key in (
             ("content", "content"),
@@ -543,7 +562,7 @@ class TurnReader:
             value = _extra(delta, key)
             if value is not None:
                 self._write(state, slot, key, value)
-        legacy = getattr(delta, "function_call", None)
+        legacy = _attr(delta, "function_call")
         if legacy is not None:
             self._function_call(state, legacy, list(entries) if entries is not None else None)
         return named
@@ -591,14 +610,14 @@ class TurnReader:
             raise MalformedChunkError(
                 f"a tool_calls entry must be an object, got {type(entry).__name__}"
             )
-        index = getattr(entry, "index", None)
+        index = _attr(entry, "index")
         return self._fragment(
             state,
             index,
             index is not None,
-            getattr(entry, "id", None),
-            getattr(entry, "type", None),
-            getattr(entry, "function", None),
+            _attr(entry, "id"),
+            _attr(entry, "type"),
+            _attr(entry, "function"),
         )
 
     def _fragment(
@@ -629,7 +648,7 @@ class TurnReader:
             call = self._resolve_missing_index(state, id)
         elif type(index) is not int:
             raise MalformedChunkError(
-                f"tool call index must be an int, got {index!r}"
+                f"tool call index must be an int, got {excerpt(index)}"
                 + ("" if has_index else " (no index)")
             )
         else:
@@ -648,9 +667,9 @@ class TurnReader:
             else:
                 raise MalformedChunkError(
                     f"{_where(state.index, call.index, call.name)}: id changed from "
-                    f"{call.id!r} to {id!r} inside one call; the provider reused an index for "
-                    f"another call or changed the id mid-call (Policy.split_reused_index and "
-                    f"Policy.keep_first_id recover each)",
+                    f"{excerpt(call.id)} to {excerpt(id)} inside one call; the provider reused "
+                    f"an index for another call or changed the id mid-call "
+                    f"(Policy.split_reused_index and Policy.keep_first_id recover each)",
                     **_at(call),
                 )
         event: ToolCallStarted | None = None
@@ -667,7 +686,7 @@ class TurnReader:
                 elif call.type != type_:
                     raise MalformedChunkError(
                         f"{_where(state.index, call.index, call.name)}: type changed from "
-                        f"{call.type!r} to {type_!r} inside one call",
+                        f"{excerpt(call.type)} to {excerpt(type_)} inside one call",
                         **_at(call),
                     )
             if name is not None:
@@ -677,8 +696,8 @@ class TurnReader:
                 elif call.name != name:
                     if not (policy.join_split_names and call.size == 0):
                         raise MalformedChunkError(
-                            f"{_where(state.index, call.index, call.name)}: name {name!r} "
-                            f"arrived after {call.name!r}; names are never concatenated "
+                            f"{_where(state.index, call.index, call.name)}: name {excerpt(name)} "
+                            f"arrived after {excerpt(call.name)}; names are never concatenated "
                             f"(Policy.join_split_names joins pieces sent before the arguments)",
                             **_at(call),
                         )
@@ -708,6 +727,12 @@ class TurnReader:
         self._opened += 1
         if index is None:
             index = self._next_index(state)
+        elif not _MIN_INDEX <= index <= _MAX_INDEX:
+            # Every message formats the index: Python refuses to format ints past 4300 digits.
+            raise MalformedChunkError(
+                f"choice {state.index}: tool call index must fit in 64 bits, got {excerpt(index)}",
+                choice_index=state.index,
+            )
         call = Call(state.index, index, len(state.every) + 1, id, type_, name, self._keep)
         self._grant(call, 0)
         if self._policy.drop_resent_arguments:
@@ -723,9 +748,17 @@ class TurnReader:
         policy = self._policy
         if not isinstance(piece, str):
             if policy.object_arguments and isinstance(piece, dict) and call.size == 0:
+                try:
+                    piece = json.dumps(piece, ensure_ascii=False, allow_nan=False)
+                except (TypeError, ValueError, RecursionError) as exc:
+                    # An int past 4300 digits, NaN, a nesting too deep to write.
+                    raise MalformedChunkError(
+                        f"{_where(state.index, call.index, call.name)}: the object arguments "
+                        f"cannot be written as JSON ({type(exc).__name__})",
+                        **_at(call),
+                    ) from exc
                 self._count("object_arguments")
                 call.object_payload = True
-                piece = json.dumps(piece, ensure_ascii=False)
             else:
                 raise MalformedChunkError(
                     f"{_where(state.index, call.index, call.name)}: arguments must be a JSON "
@@ -852,8 +885,8 @@ class TurnReader:
             )
             if (name is not None and name not in names) or (piece and piece != pieces):
                 raise MalformedChunkError(
-                    f"choice {state.index}: the legacy function_call "
-                    f"({name!r}, {piece!r}) contradicts the tool_calls of the same delta",
+                    f"choice {state.index}: the legacy function_call ({excerpt(name)}, "
+                    f"{excerpt(piece)}) contradicts the tool_calls of the same delta",
                     choice_index=state.index,
                 )
             self._count("ignored_function_call_mirror")
@@ -869,8 +902,8 @@ class TurnReader:
                 state.legacy_name = name
             elif state.legacy_name != name:
                 raise MalformedChunkError(
-                    f"choice {state.index}: function_call name {name!r} arrived after "
-                    f"{state.legacy_name!r}",
+                    f"choice {state.index}: function_call name {excerpt(name)} arrived after "
+                    f"{excerpt(state.legacy_name)}",
                     choice_index=state.index,
                     name=state.legacy_name,
                 )
@@ -943,8 +976,9 @@ class TurnReader:
         if code is None and not isinstance(source, str):
             code = _get(source, "type")
         raise ProviderError(
-            f"the provider reported an error inside the stream: {message or source!r} "
-            f"(code {code!r}); nothing was emitted, the request can be retried",
+            f"the provider reported an error inside the stream: "
+            f"{excerpt(message or source, 200)} (code {excerpt(code)}); nothing was emitted, "
+            f"the request can be retried",
             code=code,
             body=source,
         )
@@ -1075,7 +1109,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(value) != len(pairs):
         seen: set[str] = set()
         repeated = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise ValueError(f"the key {repeated!r} appears twice in one object")
+        raise ValueError(f"the key {excerpt(repeated)} appears twice in one object")
     return value
 
 
@@ -1112,7 +1146,9 @@ def _ends_inside_value(text: str, exc: json.JSONDecodeError) -> bool:
         start = text.rfind("\\u", max(0, pos - 1), pos + 2)
         digits = text[start + 2 :]
         return start >= 0 and len(digits) <= 4 and all(c in _HEX for c in digits)
-    if msg == "Extra data":
+    if msg == "Extra data" or msg.startswith("Invalid"):
+        # A control character or an unknown escape inside a string: no text can mend it
+        # (a control character may be whitespace, which the next step would strip).
         return False
     tail = text[pos:].rstrip()
     if not tail:
@@ -1256,15 +1292,36 @@ def _validate(
 ) -> None:
     import jsonschema  # the "schema" extra; Policy checks it is installed
 
-    error = jsonschema.exceptions.best_match(
-        jsonschema.validators.validator_for(schema)(schema).iter_errors(value)
-    )
+    try:
+        error = jsonschema.exceptions.best_match(
+            jsonschema.validators.validator_for(schema)(schema).iter_errors(value)
+        )
+    except RecursionError as exc:
+        # Policy refuses a schema that recurses on any value; this one recursed on this value.
+        raise InvalidArgumentsError(
+            f"{_where_buffer(buffer)}: the arguments nest too deep to check against the "
+            f"tool's JSON schema",
+            **_at_buffer(buffer, finish_reason),
+        ) from exc
     if error is not None:
         raise InvalidArgumentsError(
-            f"{_where_buffer(buffer)}: the arguments do not "
-            f"match the tool's JSON schema: {error.message}",
+            f"{_where_buffer(buffer)}: the arguments do not match the tool's JSON schema "
+            f"at {error.json_path[:64]}{'…' if len(error.json_path) > 64 else ''}: "
+            f"{_schema_failure(error)}",
             **_at_buffer(buffer, finish_reason),
         )
+
+
+def _schema_failure(error: Any) -> str:
+    """What a schema error says, without the value itself (it may hold a secret)."""
+    kind = type(error.instance).__name__
+    keyword = error.validator
+    if keyword == "type":
+        return f"a value of type {kind} is not of type {excerpt(error.validator_value, 40)}"
+    if keyword == "required":
+        missing = [p for p in error.validator_value if p not in error.instance]
+        return f"{excerpt(missing[0] if missing else '?', 40)} is a required property"
+    return f"a value of type {kind} fails {excerpt(keyword)} ({excerpt(error.validator_value, 40)})"
 
 
 def build_turns(

@@ -16,7 +16,38 @@ __all__ = [
     "ToolCallStreamError",
     "TruncatedToolCallError",
     "UnknownToolError",
+    "excerpt",
 ]
+
+
+def excerpt(value: object, width: int = 32) -> str:
+    """A short, bounded rendering of ``value`` for an error message; never the whole value.
+
+    Strings longer than ``width`` keep their first ``width`` characters and their length;
+    containers and other objects are named by type and size, not rendered (a message must not
+    carry a payload, and ``repr`` of an int past 4300 digits raises).
+
+    >>> excerpt("call_1"), excerpt("x" * 100, 4), excerpt([1, 2])
+    ("'call_1'", "'xxxx'… (100 characters)", 'a list of 2 items')
+    """
+    if isinstance(value, str):
+        if len(value) <= width:
+            return repr(value)
+        return f"{value[:width]!r}… ({len(value):,} characters)"
+    if isinstance(value, bytes):
+        return f"{len(value):,} bytes"
+    if value is None or isinstance(value, bool | float):
+        return repr(value)
+    if isinstance(value, int):
+        if value.bit_length() <= 64:
+            return repr(value)
+        return f"an integer of {value.bit_length():,} bits"
+    kind = type(value).__name__
+    try:
+        size = len(value)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - any object may be described; its len() may raise
+        return f"a {kind} object"
+    return f"a {kind} of {size:,} item{'' if size == 1 else 's'}"
 
 
 class ToolCallStreamError(Exception):

@@ -9,6 +9,33 @@ from typing import Any
 __all__ = ["DEFAULT", "LENIENT", "Limits", "Policy"]
 
 
+def check_schema(name: str, schema: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` unless ``schema`` is a JSON schema that can check arguments.
+
+    A schema that breaks its metaschema (``{"type": 5}``, a bad ``pattern``), refers to
+    nothing, or refers to itself without end (``{"$ref": "#"}``) is the caller's bug, told
+    when the policy is built rather than in the middle of a stream.
+    """
+    import jsonschema
+
+    try:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(dict(schema))
+        # A trial run finds references to nowhere and self-references without end.
+        for probe in ({}, {"": None}):
+            jsonschema.exceptions.best_match(cls(schema).iter_errors(probe))
+    except jsonschema.exceptions.SchemaError as exc:
+        raise ValueError(
+            f"the JSON schema of tool {name!r} is invalid at {exc.json_path}: {exc.message:.120}"
+        ) from exc
+    except RecursionError as exc:
+        raise ValueError(f"the JSON schema of tool {name!r} refers to itself without end") from exc
+    except Exception as exc:
+        raise ValueError(
+            f"the JSON schema of tool {name!r} cannot be applied ({type(exc).__name__})"
+        ) from exc
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Ceilings against hostile or runaway output; exceeding one is a ``LimitExceededError``.
@@ -75,6 +102,9 @@ class Policy:
                 raise ImportError(
                     "validate_arguments needs jsonschema: pip install 'rxtoolcalls[schema]'"
                 ) from exc
+            for name, schema in (self.tools or {}).items():
+                if schema is not None:
+                    check_schema(name, schema)
 
     def with_tools(self, tools: object) -> Policy:
         """A copy that knows the request's declared tools (the ``tools=`` list sent to the API).

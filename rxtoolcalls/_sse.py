@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import codecs
 import json
+import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import MalformedChunkError, ProviderError
+from ._errors import MalformedChunkError, ProviderError, excerpt
 
-__all__ = ["DONE", "SSEDecoder", "ServerSentEvent", "chunk_from_event"]
+__all__ = ["DONE", "SSEDecoder", "ServerSentEvent", "chunk_from_event", "load_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,11 +134,36 @@ def _provider_error(payload: Any, raw: str) -> ProviderError:
     if message is None and isinstance(error, str):
         message = error
     return ProviderError(
-        f"the provider reported an error inside the stream: {message or raw!r} (code {code!r}); "
+        f"the provider reported an error inside the stream: {excerpt(message or raw, 200)} "
+        f"(code {excerpt(code)}); "
         f"nothing was emitted, the request can be retried",
         code=code,
         body=payload,
     )
+
+
+def load_json(text: str | bytes, what: str = "the text") -> Any:
+    """Parse one JSON text; anything that is not one is a ``MalformedChunkError``.
+
+    Bounded in what it reports (an excerpt, never the text) and in what it raises: nesting
+    past the parser's recursion limit and integers past 4300 digits are typed errors too.
+    ``what`` names the text in the message ("line 3", "an event's data").
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MalformedChunkError(
+            f"{what} is not JSON ({exc.msg} at character {exc.pos}): {excerpt(text, 16)}"
+        ) from exc
+    except RecursionError as exc:
+        raise MalformedChunkError(f"{what} nests deeper than the JSON parser allows") from exc
+    except ValueError as exc:  # an int past 4300 digits, bytes that are not UTF-8
+        reason = (
+            f"an integer has more than {sys.get_int_max_str_digits()} digits"
+            if "integer string conversion" in str(exc)
+            else type(exc).__name__
+        )
+        raise MalformedChunkError(f"{what} is not usable JSON ({reason})") from exc
 
 
 def chunk_from_event(event: ServerSentEvent) -> dict[str, Any] | object | None:
@@ -153,15 +179,15 @@ def chunk_from_event(event: ServerSentEvent) -> dict[str, Any] | object | None:
     if not data.strip():
         return None
     try:
-        payload = json.loads(data)
-    except ValueError as exc:
+        payload = load_json(data, "an event's data")
+    except MalformedChunkError as exc:
         if event.event == "error":
             raise _provider_error({"message": data}, data) from exc
-        raise MalformedChunkError(f"an event's data is not JSON: {data[:200]!r}") from exc
+        raise
     if event.event == "error":
         raise _provider_error(payload, data)
     if not isinstance(payload, dict):
-        raise MalformedChunkError(f"an event's data is not a JSON object: {data[:200]!r}")
+        raise MalformedChunkError(f"an event's data is not a JSON object: {excerpt(data)}")
     if payload.get("error") is not None or payload.get("object") == "error":
         raise _provider_error(payload, data)
     return payload

@@ -1,0 +1,242 @@
+"""Bad input at the edges of the core: typed errors only, and messages of bounded size."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import reactivex
+
+import rxtoolcalls as rt
+from rxtoolcalls._sse import ServerSentEvent, chunk_from_event, load_json
+from tests.helpers import Chunk, args, call_open, choice, finish, run_assemble, run_assembler
+
+SECRET = "sk-LIVE-" + "0123456789abcdef" * 4
+HUGE = "x" * 10_000_000  # 10 MB: a message must never carry it
+
+
+def _message_of(chunks: list[Any], **kwargs: Any) -> rt.ToolCallStreamError:
+    with pytest.raises(rt.ToolCallStreamError) as info:
+        run_assembler(chunks, **kwargs)
+    return info.value
+
+
+# -- item 15: no untyped escapes -----------------------------------------------------------
+
+
+def _tool(parameters: object) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": "f", "parameters": parameters}}]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": 5},
+        {"$ref": "#"},
+        {"type": "object", "properties": {"a": {"pattern": "("}}},
+        {"$ref": "#/definitions/nowhere"},
+    ],
+)
+def test_an_invalid_declared_schema_is_refused_when_the_policy_is_built(
+    schema: dict[str, Any],
+) -> None:
+    with pytest.raises(ValueError, match="JSON schema of tool 'f'"):
+        rt.Policy(validate_arguments=True).with_tools(_tool(schema))
+    with pytest.raises(ValueError, match="JSON schema of tool 'f'"):
+        rt.Policy(validate_arguments=True, tools={"f": schema})
+    # Without validation the schema is never applied, so it is not checked either.
+    assert rt.DEFAULT.with_tools(_tool(schema)).tools == {"f": schema}
+
+
+class _Exploding:
+    """A chunk object whose attribute reads raise (a broken SDK model, a lazy proxy)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, name: str) -> Any:
+        if name == self._name:
+            raise RuntimeError("the proxy is closed")
+        if name == "choices":
+            return [_ExplodingChoice(self._name)]
+        return None
+
+
+class _ExplodingChoice(_Exploding):
+    def __getattr__(self, name: str) -> Any:
+        if name == self._name:
+            raise RuntimeError("the proxy is closed")
+        if name == "delta":
+            return _ExplodingChoice(self._name) if self._name != "delta" else None
+        if name == "tool_calls":
+            return [_ExplodingChoice(self._name)]
+        if name == "index":
+            return 0
+        return None
+
+
+@pytest.mark.parametrize(
+    "name", ["choices", "usage", "delta", "finish_reason", "tool_calls", "function", "id"]
+)
+def test_an_attribute_that_raises_is_a_malformed_chunk(name: str) -> None:
+    with pytest.raises(rt.MalformedChunkError, match=f"reading '{name}'") as info:
+        rt.Assembler().feed(_Exploding(name))
+    assert isinstance(info.value.__cause__, RuntimeError)
+    values: list[object] = []
+    errors: list[Exception] = []
+    reactivex.from_iterable([_Exploding(name)]).pipe(rt.assemble()).subscribe(
+        values.append, errors.append
+    )
+    assert values == []
+    assert [type(e) for e in errors] == [rt.MalformedChunkError]
+
+
+def test_deeply_nested_event_data_is_a_malformed_chunk() -> None:
+    deep = '{"choices": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(rt.MalformedChunkError, match="nests deeper"):
+        chunk_from_event(ServerSentEvent("message", deep))
+    with pytest.raises(rt.MalformedChunkError, match="line 3 nests deeper"):
+        load_json(deep, "line 3")
+
+
+def test_a_huge_integer_in_event_data_is_a_malformed_chunk() -> None:
+    with pytest.raises(rt.MalformedChunkError, match="more than 4300 digits"):
+        chunk_from_event(ServerSentEvent("message", '{"choices": [], "n": ' + "7" * 5000 + "}"))
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        # A tool-call index, a choice index and an object payload past 4300 digits: every
+        # message that formats them used to raise ValueError itself.
+        choice({"tool_calls": [{"index": 10**5000, "function": {"arguments": "{}"}}]}),
+        choice({"tool_calls": [{"index": 10**5000, "function": "nope"}]}),
+        {"choices": [{"index": 10**5000, "delta": {"content": "x"}}]},
+        {"choices": [{"index": 10.0**300, "delta": {"content": "x"}}]},
+        choice({"tool_calls": [{"index": 0, "id": 10**5000}]}),
+    ],
+)
+def test_huge_integers_in_object_chunks_are_typed_errors(chunk: Chunk) -> None:
+    error = _message_of([chunk, finish()])
+    assert isinstance(error, rt.MalformedChunkError)
+    assert len(str(error)) < 300
+
+
+def test_huge_integer_in_object_arguments_is_a_typed_error() -> None:
+    chunks = [
+        choice(
+            {
+                "tool_calls": [
+                    {"index": 0, "id": "c", "function": {"name": "f", "arguments": {"n": 10**5000}}}
+                ]
+            }
+        ),
+        finish(),
+    ]
+    error = _message_of(chunks, policy=rt.LENIENT)
+    assert isinstance(error, rt.MalformedChunkError)
+    assert "cannot be written as JSON" in str(error)
+
+
+def test_huge_integer_in_arguments_names_no_python_setting() -> None:
+    error = _message_of([call_open(0, "c", "f", '{"n": ' + "7" * 5000 + "}"), finish()])
+    assert isinstance(error, rt.InvalidArgumentsError)
+    assert "4300 digits" in str(error)
+    assert "set_int_max_str_digits" not in str(error)
+
+
+# -- item 14: bounded messages, no secrets -------------------------------------------------
+
+
+def _bounded(error: BaseException, limit: int = 400) -> None:
+    text = str(error)
+    assert len(text) < limit, text[:500]
+    assert SECRET not in text
+    assert HUGE[:100] not in text
+
+
+def test_id_changed_is_bounded() -> None:
+    _bounded(_message_of([call_open(0, "call_a", "f", "{"), call_open(0, HUGE, None, "}")]))
+    _bounded(_message_of([call_open(0, HUGE, "f", "{"), call_open(0, "call_b", None, "}")]))
+
+
+def test_name_changed_is_bounded() -> None:
+    _bounded(_message_of([call_open(0, "c", "f", "{"), call_open(0, None, HUGE, "}")]))
+    _bounded(_message_of([call_open(0, "c", HUGE, "{"), call_open(0, None, "g", "}")]))
+
+
+def test_type_changed_and_non_int_indices_are_bounded() -> None:
+    entry = {"index": 0, "type": HUGE, "function": {"arguments": ""}}
+    _bounded(_message_of([call_open(0, "c", "f", "{"), choice({"tool_calls": [entry]})]))
+    _bounded(_message_of([choice({"tool_calls": [{"index": HUGE, "function": {}}]})]))
+    _bounded(_message_of([{"choices": [{"index": HUGE, "delta": {"content": "x"}}]}]))
+
+
+def test_legacy_mirror_mismatch_is_bounded() -> None:
+    delta = {
+        "tool_calls": [{"index": 0, "id": "c", "function": {"name": "f", "arguments": "{}"}}],
+        "function_call": {"name": "f", "arguments": HUGE},
+    }
+    _bounded(_message_of([choice(delta), finish()]))
+    delta["function_call"] = {"name": HUGE}
+    _bounded(_message_of([choice(delta), finish()]))
+
+
+def test_a_long_name_is_cut_in_every_message() -> None:
+    error = _message_of([call_open(0, "c", HUGE, "{"), args(0, "x"), finish()])
+    _bounded(error)
+
+
+def test_duplicate_key_message_is_bounded() -> None:
+    key = HUGE[:1_000_000]
+    text = '{"' + key + '": 1, "' + key + '": 2}'
+    error = _message_of(
+        [call_open(0, "c", "f", text), finish()], policy=rt.Policy(reject_duplicate_keys=True)
+    )
+    assert isinstance(error, rt.InvalidArgumentsError)
+    _bounded(error)
+
+
+def test_sse_data_that_is_not_json_is_bounded() -> None:
+    for data in (SECRET, HUGE, "[" + SECRET):
+        with pytest.raises(rt.MalformedChunkError) as info:
+            chunk_from_event(ServerSentEvent("message", data))
+        _bounded(info.value)
+        assert len(str(info.value)) < 160
+
+
+def test_schema_message_never_echoes_the_value() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "mode": {"enum": ["a", "b"]}},
+        "required": ["n"],
+    }
+    policy = rt.Policy(validate_arguments=True).with_tools(_tool(schema))
+    for arguments, expected in [
+        ('{"n": "' + SECRET + '"}', "at $.n: a value of type str is not of type 'integer'"),
+        ('{"n": 1, "mode": "' + SECRET + '"}', "at $.mode: a value of type str fails 'enum'"),
+        ("{}", "'n' is a required property"),
+    ]:
+        with pytest.raises(rt.InvalidArgumentsError) as info:
+            run_assemble([call_open(0, "c", "f", arguments), finish()], policy=policy)
+        assert expected in str(info.value)
+        _bounded(info.value)
+
+
+def test_provider_error_message_is_bounded() -> None:
+    with pytest.raises(rt.ProviderError) as info:
+        chunk_from_event(ServerSentEvent("error", HUGE))
+    assert len(str(info.value)) < 600
+    with pytest.raises(rt.ProviderError) as info:
+        run_assembler([{"error": {"message": HUGE, "code": HUGE}}])
+    assert len(str(info.value)) < 600  # the provider's own words, cut short
+    assert info.value.body == {"message": HUGE, "code": HUGE}  # the body keeps it all
+
+
+def test_excerpt_is_short_whatever_the_value() -> None:
+    from rxtoolcalls._errors import excerpt
+
+    for value in (HUGE, 10**5000, list(range(10**5)), {"k": HUGE}, b"x" * 10**6, object()):
+        assert len(excerpt(value)) < 80
+    assert excerpt("call_1") == "'call_1'"
+    assert excerpt(7) == "7"
