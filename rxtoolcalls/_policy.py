@@ -48,6 +48,8 @@ class Limits:
     max_turn_arguments: int = 16 * 1024 * 1024
     max_calls: int = 128
     max_depth: int = 128
+    max_event: int = 64 * 1024 * 1024
+    """Characters of one server-sent event, and of one line of the event stream (``from_sse``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -432,9 +432,9 @@ def _broken_arguments(shape: str, size: int) -> str:
     if shape == "fraction":
         return '{"a": 0.' + digits + "x}"
     if shape == "exponent":
-        return '{"a": 1e' + digits + "x}"
+        return '{"a": 1e-' + digits[1:] + "x}"  # negative: 1e+digits is refused as infinite
     half = digits[: len(digits) // 2]
-    return '{"a": -0.' + half + "e" + half + "e}"  # both runs, then a second exponent
+    return '{"a": -0.' + half + "e-" + half[1:] + "e}"  # both runs, then a second exponent
 
 
 def _classify_once(text: str) -> float:
@@ -635,9 +635,53 @@ def peer_versions() -> str:
     return ", ".join(found)
 
 
+def _sse_body(size: int) -> bytes:
+    """About ``size`` bytes of a real-looking event stream (small chunks, LF line ends)."""
+    chunks = build_stream(size // 120, "1 call")
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode()
+    return body[: body.rfind(b"\n\n", 0, size) + 2]
+
+
+def _decode(pieces: list[bytes]) -> tuple[float, int]:
+    from rxtoolcalls._sse import SSEDecoder
+
+    decoder = SSEDecoder()
+    start = time.perf_counter()
+    events = sum(len(decoder.feed(piece)) for piece in pieces)
+    return time.perf_counter() - start, events
+
+
+def sse_scaling(repeats: int) -> list[tuple[str, bool, str]]:
+    """Print the SSE decoder's time on one large piece and on 8 KiB pieces; return targets."""
+    print("\n### SSE decoding: one piece vs 8 KiB pieces\n")
+    print("| body | one piece | 8 KiB pieces | ratio |")
+    print("|---|---:|---:|---:|")
+    results: list[tuple[str, bool, str]] = []
+    for size in (1_000_000, 5_000_000):
+        body = _sse_body(size)
+        small = [body[i : i + 8192] for i in range(0, len(body), 8192)]
+        one = min(_decode([body]) for _ in range(repeats))
+        many = min(_decode(small) for _ in range(repeats))
+        if one[1] != many[1]:
+            raise SystemExit("the SSE decoder found different events in one piece and in many")
+        ratio = one[0] / many[0]
+        print(
+            f"| {len(body):,} bytes | {one[0] * 1e3:.1f} ms | {many[0] * 1e3:.1f} ms "
+            f"| {ratio:.2f} |"
+        )
+        results.append(
+            (
+                f"SSE: {len(body):,} bytes in one piece within 1.5x of the same in 8 KiB pieces",
+                ratio <= 1.5,
+                f"{ratio:.2f}",
+            )
+        )
+    return results
+
+
 def adversarial_sections(repeats: int) -> list[tuple[str, bool, str]]:
     """The adversarial-input sections (printed); their targets."""
-    return classification_scaling(repeats)
+    return classification_scaling(repeats) + sse_scaling(repeats)
 
 
 def main(argv: list[str] | None = None) -> int:
