@@ -306,12 +306,14 @@ class TurnReader:
         "_fast",
         "_keep",
         "_max_call",
+        "_max_identifier",
         "_named",
         "_on_error",
         "_on_open",
         "_opened",
         "_policy",
         "_stopped",
+        "_text_room",
         "normalizations",
         "usage",
     )
@@ -335,6 +337,8 @@ class TurnReader:
         self._opened = 0
         self._max_call = policy.limits.max_call_arguments
         self._budget = policy.limits.max_turn_arguments
+        self._text_room = policy.limits.max_text
+        self._max_identifier = policy.limits.max_identifier
         # The fast path only counts; recoveries that inspect pieces take the full path.
         self._fast = not policy.needs_piece_checks
         self._stopped = False
@@ -504,6 +508,14 @@ class TurnReader:
                     raise MalformedChunkError(
                         f"choice index must be an int of at most 64 bits, got {excerpt(ci)}"
                     )
+                if len(self._choices) >= self._policy.limits.max_choices:
+                    limit = self._policy.limits.max_choices
+                    raise LimitExceededError(
+                        f"more than {limit} choices in one stream (Limits.max_choices)",
+                        limit="max_choices",
+                        value=limit,
+                        choice_index=ci,
+                    )
                 state = self._choices[ci] = _Choice(ci)
                 if ci == 0:
                     self._calls0 = state.calls
@@ -523,6 +535,8 @@ class TurnReader:
                         f"finish_reason must be a string, got {type(finish).__name__}"
                     )
                 if state.finish_reason is None:
+                    if len(finish) > self._max_identifier:
+                        raise self._identifier_too_long(state, None, "finish_reason")
                     state.finish_reason = finish
         return _NO_EVENTS if events is None else events
 
@@ -585,11 +599,23 @@ class TurnReader:
 
     def _write(self, state: _Choice, slot: str, field: str, value: object) -> None:
         """Append a text piece (content, reasoning, refusal) to its per-choice buffer."""
+        text = self._text(state, field, value)
+        room = self._text_room - len(text)
+        if room < 0:
+            limit = self._policy.limits.max_text
+            raise LimitExceededError(
+                f"choice {state.index}: {field} passed Limits.max_text ({limit:,} characters "
+                f"of content, refusal and reasoning in one turn); nothing past it was kept",
+                limit="max_text",
+                value=limit,
+                choice_index=state.index,
+            )
+        self._text_room = room
         buffer = getattr(state, slot)
         if buffer is None:
             buffer = io.StringIO()
             setattr(state, slot, buffer)
-        buffer.write(self._text(state, field, value))
+        buffer.write(text)
 
     def _entry(self, state: _Choice, entry: object) -> ToolCallStarted | None:
         if state.legacy_name is not None or state.legacy_arguments is not None:
@@ -701,6 +727,9 @@ class TurnReader:
                             f"(Policy.join_split_names joins pieces sent before the arguments)",
                             **_at(call),
                         )
+                    if len(call.name) + len(name) > self._max_identifier:
+                        # Joining is bounded too: each piece copies at most this many.
+                        raise self._identifier_too_long(state, call.index, "name")
                     self._count("joined_split_name")
                     call.name += name
                     event = self._name_known(call)
@@ -927,8 +956,7 @@ class TurnReader:
     def _count(self, normalization: str) -> None:
         self.normalizations[normalization] = self.normalizations.get(normalization, 0) + 1
 
-    @staticmethod
-    def _identity(state: _Choice, index: object, field: str, value: object) -> str | None:
+    def _identity(self, state: _Choice, index: object, field: str, value: object) -> str | None:
         if value is None or value == "":
             return None
         if type(value) is not str:
@@ -936,7 +964,20 @@ class TurnReader:
                 f"{_where(state.index, index if type(index) is int else None, None)}: "
                 f"{field} must be a string, got {type(value).__name__}"
             )
+        if len(value) > self._max_identifier:
+            raise self._identifier_too_long(state, index, field)
         return value
+
+    def _identifier_too_long(self, state: _Choice, index: object, field: str) -> LimitExceededError:
+        limit = self._max_identifier
+        return LimitExceededError(
+            f"{_where(state.index, index if type(index) is int else None, None)}: {field} "
+            f"passed Limits.max_identifier ({limit:,} characters)",
+            limit="max_identifier",
+            value=limit,
+            choice_index=state.index,
+            index=index if type(index) is int else None,
+        )
 
     def _resolve_missing_index(self, state: _Choice, id: str | None) -> Call | None:
         calls = state.calls

@@ -112,7 +112,7 @@ class InvalidArgumentsError(ToolCallStreamError):
 
 
 class LimitExceededError(ToolCallStreamError):
-    """Output passed a ``Limits`` ceiling (argument size, number of calls, nesting depth).
+    """Output passed a ``Limits`` ceiling (sizes, counts, nesting depth, SSE event size).
 
     ``limit`` names the ceiling and ``value`` is its setting; nothing past it was stored.
     """

@@ -40,8 +40,16 @@ def check_schema(name: str, schema: Mapping[str, Any]) -> None:
 class Limits:
     """Ceilings against hostile or runaway output; exceeding one is a ``LimitExceededError``.
 
-    Argument sizes count characters of the JSON text as received (before any parsing), checked
-    before a piece is stored, so nothing is kept past a limit.
+    Every field the assembler accumulates has one. Sizes count characters as received (before
+    any parsing), checked before a piece is stored, so nothing is kept past a limit:
+
+    - ``max_call_arguments``, ``max_turn_arguments``: argument text of one call, of the turn
+      (every call of every choice, legacy ``function_call`` included);
+    - ``max_calls``: tool calls opened in the turn; ``max_choices``: choices in the stream;
+    - ``max_depth``: nesting of parsed arguments;
+    - ``max_text``: content, refusal and reasoning of the turn together (every choice);
+    - ``max_identifier``: one id, name (joined pieces included), type or finish_reason;
+    - ``max_event``: one server-sent event, and one line of the event stream (``from_sse``).
     """
 
     max_call_arguments: int = 4 * 1024 * 1024
@@ -49,7 +57,9 @@ class Limits:
     max_calls: int = 128
     max_depth: int = 128
     max_event: int = 64 * 1024 * 1024
-    """Characters of one server-sent event, and of one line of the event stream (``from_sse``)."""
+    max_text: int = 16 * 1024 * 1024
+    max_identifier: int = 1024
+    max_choices: int = 128
 
 
 @dataclass(frozen=True, slots=True)

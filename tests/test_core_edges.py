@@ -9,7 +9,16 @@ import reactivex
 
 import rxtoolcalls as rt
 from rxtoolcalls._sse import ServerSentEvent, chunk_from_event, load_json
-from tests.helpers import Chunk, args, call_open, choice, finish, run_assemble, run_assembler
+from tests.helpers import (
+    Chunk,
+    args,
+    call_open,
+    choice,
+    content,
+    finish,
+    run_assemble,
+    run_assembler,
+)
 
 SECRET = "sk-LIVE-" + "0123456789abcdef" * 4
 HUGE = "x" * 10_000_000  # 10 MB: a message must never carry it
@@ -155,19 +164,33 @@ def _bounded(error: BaseException, limit: int = 400) -> None:
     assert HUGE[:100] not in text
 
 
+# Identifiers as long as HUGE pass this policy's limits, so the messages themselves are tested.
+WIDE = rt.Policy(limits=rt.Limits(max_identifier=len(HUGE)))
+
+
 def test_id_changed_is_bounded() -> None:
-    _bounded(_message_of([call_open(0, "call_a", "f", "{"), call_open(0, HUGE, None, "}")]))
-    _bounded(_message_of([call_open(0, HUGE, "f", "{"), call_open(0, "call_b", None, "}")]))
+    for first, second in (("call_a", HUGE), (HUGE, "call_b")):
+        error = _message_of(
+            [call_open(0, first, "f", "{"), call_open(0, second, None, "}")], policy=WIDE
+        )
+        assert "id changed" in str(error)
+        _bounded(error)
 
 
 def test_name_changed_is_bounded() -> None:
-    _bounded(_message_of([call_open(0, "c", "f", "{"), call_open(0, None, HUGE, "}")]))
-    _bounded(_message_of([call_open(0, "c", HUGE, "{"), call_open(0, None, "g", "}")]))
+    for first, second in (("f", HUGE), (HUGE, "g")):
+        error = _message_of(
+            [call_open(0, "c", first, "{"), call_open(0, None, second, "}")], policy=WIDE
+        )
+        assert "names are never concatenated" in str(error)
+        _bounded(error)
 
 
 def test_type_changed_and_non_int_indices_are_bounded() -> None:
     entry = {"index": 0, "type": HUGE, "function": {"arguments": ""}}
-    _bounded(_message_of([call_open(0, "c", "f", "{"), choice({"tool_calls": [entry]})]))
+    error = _message_of([call_open(0, "c", "f", "{"), choice({"tool_calls": [entry]})], policy=WIDE)
+    assert "type changed" in str(error)
+    _bounded(error)
     _bounded(_message_of([choice({"tool_calls": [{"index": HUGE, "function": {}}]})]))
     _bounded(_message_of([{"choices": [{"index": HUGE, "delta": {"content": "x"}}]}]))
 
@@ -179,11 +202,14 @@ def test_legacy_mirror_mismatch_is_bounded() -> None:
     }
     _bounded(_message_of([choice(delta), finish()]))
     delta["function_call"] = {"name": HUGE}
-    _bounded(_message_of([choice(delta), finish()]))
+    error = _message_of([choice(delta), finish()], policy=WIDE)
+    assert "contradicts" in str(error)
+    _bounded(error)
 
 
 def test_a_long_name_is_cut_in_every_message() -> None:
-    error = _message_of([call_open(0, "c", HUGE, "{"), args(0, "x"), finish()])
+    error = _message_of([call_open(0, "c", HUGE, "{"), args(0, "x"), finish()], policy=WIDE)
+    assert isinstance(error, rt.InvalidArgumentsError)
     _bounded(error)
 
 
@@ -240,3 +266,102 @@ def test_excerpt_is_short_whatever_the_value() -> None:
         assert len(excerpt(value)) < 80
     assert excerpt("call_1") == "'call_1'"
     assert excerpt(7) == "7"
+
+
+# -- item 13: every accumulated field is bounded -------------------------------------------
+
+
+def _limited(**limits: int) -> rt.Policy:
+    return rt.Policy(limits=rt.Limits(**limits))
+
+
+@pytest.mark.parametrize("field", ["content", "refusal", "reasoning_content", "reasoning"])
+def test_text_fields_are_bounded_by_max_text(field: str) -> None:
+    policy = _limited(max_text=1024)
+    within = [choice({field: "a" * 512}), choice({field: "b" * 512}), finish("stop")]
+    assert run_assembler(within, policy=policy).finish_reason == "stop"
+    assembler = rt.Assembler(policy)
+    assembler.feed(choice({field: "a" * 1000}))
+    with pytest.raises(rt.LimitExceededError) as info:
+        assembler.feed(choice({field: "a" * 25}))  # one past the limit: refused whole
+    assert (info.value.limit, info.value.value) == ("max_text", 1024)
+
+
+def test_max_text_spans_fields_and_choices() -> None:
+    policy = _limited(max_text=100)
+    chunks = [
+        choice({"content": "a" * 40}),
+        choice({"reasoning": "b" * 40}, index=1),
+        choice({"refusal": "c" * 40}),
+    ]
+    error = _message_of([*chunks, finish("stop")], policy=policy)
+    assert isinstance(error, rt.LimitExceededError)
+    assert error.limit == "max_text"
+
+
+def test_a_huge_content_stream_stops_at_the_limit_not_at_the_end() -> None:
+    read = 0
+
+    def chunks() -> Any:
+        nonlocal read
+        for _ in range(200 * 1024):  # 200 MiB of content, 1 KiB at a time, made on the fly
+            read += 1
+            yield choice({"content": "x" * 1024})
+
+    errors: list[Exception] = []
+    reactivex.from_iterable(chunks()).pipe(rt.assemble(_limited(max_text=1024))).subscribe(
+        on_error=errors.append
+    )
+    assert [type(e) for e in errors] == [rt.LimitExceededError]
+    assert read == 2  # the first chunk fills the budget, the second passes it
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        call_open(0, "i" * 65, "f", "{}"),
+        call_open(0, "c", "n" * 65, "{}"),
+        choice({"tool_calls": [{"index": 0, "id": "c", "type": "t" * 65, "function": {}}]}),
+        choice({"function_call": {"name": "n" * 65, "arguments": "{}"}}),
+        choice({}, "r" * 65),
+    ],
+)
+def test_identifiers_are_bounded_by_max_identifier(chunk: Chunk) -> None:
+    error = _message_of([chunk, finish()], policy=_limited(max_identifier=64))
+    assert isinstance(error, rt.LimitExceededError)
+    assert (error.limit, error.value) == ("max_identifier", 64)
+
+
+def test_joined_name_pieces_are_bounded_and_linear() -> None:
+    # 100,000 one-character pieces of one name: the join stops at max_identifier (each piece
+    # copies at most that many characters), never a quadratic rebuild of a 100 KB name.
+    policy = rt.Policy(join_split_names=True, synthesize_missing_ids=True)
+    assembler = rt.Assembler(policy)
+    assembler.feed(call_open(0, "c", "a"))
+    errors: list[rt.ToolCallStreamError] = []
+    for i in range(100_000):
+        try:
+            assembler.feed(call_open(0, None, "ab"[i % 2]))
+        except rt.ToolCallStreamError as error:
+            errors.append(error)
+            break
+    assert [(type(e), getattr(e, "limit", None)) for e in errors] == [
+        (rt.LimitExceededError, "max_identifier")
+    ]
+    assert len(assembler.calls()[0].name or "") == 1024  # nothing past the limit kept
+
+
+def test_choices_are_bounded_by_max_choices() -> None:
+    policy = _limited(max_choices=3)
+    ok = [content("x", index=i) for i in range(3)]
+    assert (
+        len(
+            reactivex.from_iterable([*ok, *(finish("stop", i) for i in range(3))])
+            .pipe(rt.assemble_choices(policy))
+            .run()
+        )
+        == 3
+    )
+    error = _message_of([*ok, content("x", index=3)], policy=policy)
+    assert isinstance(error, rt.LimitExceededError)
+    assert (error.limit, error.value, error.choice_index) == ("max_choices", 3, 3)
