@@ -13,7 +13,7 @@ from ._errors import (
     TruncatedToolCallError,
     UnknownToolError,
 )
-from ._policy import DEFAULT, LENIENT, Limits, Policy
+from ._policy import DEFAULT, LENIENT, Limits, Policy, PolicyName
 from ._types import (
     AssistantTurn,
     ChoiceEnd,
@@ -73,6 +73,7 @@ __all__ = [
     "MalformedChunkError",
     "MultipleChoicesError",
     "Policy",
+    "PolicyName",
     "ProviderError",
     "StreamEnd",
     "StreamInterruptedError",

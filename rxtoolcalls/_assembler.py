@@ -63,7 +63,7 @@ from ._errors import (
     UnknownToolError,
     excerpt,
 )
-from ._policy import DEFAULT, Policy
+from ._policy import DEFAULT, Policy, PolicyName, named_policy
 from ._types import AssistantTurn, ChoiceEnd, StreamEnd, ToolCall, ToolCallBuffer, ToolCallStarted
 
 __all__ = [
@@ -303,6 +303,7 @@ class TurnReader:
         "_budget",
         "_calls0",
         "_choices",
+        "_closed",
         "_fast",
         "_keep",
         "_max_call",
@@ -342,6 +343,7 @@ class TurnReader:
         # The fast path only counts; recoveries that inspect pieces take the full path.
         self._fast = not policy.needs_piece_checks
         self._stopped = False
+        self._closed = False
         self.usage: dict[str, Any] | None = None
         self.normalizations: dict[str, int] = {}
 
@@ -448,6 +450,10 @@ class TurnReader:
                         self._report(error)
                     return _NO_EVENTS
         if self._stopped:
+            if self._closed:
+                raise RuntimeError(
+                    "feed() after close(): an Assembler reads one turn; make a new one"
+                )
             return _NO_EVENTS
         if self._on_error is None:
             return self._feed(chunk)
@@ -1050,7 +1056,14 @@ class TurnReader:
         )
 
     def close_choices(self) -> tuple[AssistantTurn, ...]:
-        """Return one turn per choice, ordered by choice index, or raise (rules 12-15)."""
+        """Return one turn per choice, ordered by choice index, or raise (rules 12-15).
+
+        Once only: a second call, or ``feed`` after it, raises ``RuntimeError``.
+        """
+        if self._closed:
+            raise RuntimeError("close() was already called: an Assembler reads one turn")
+        self._closed = True
+        self.stop()
         buffers = [call.buffer() for call in self.calls()]
         end = check_finish(self.end(), buffers, self._policy)
         return every_turn(build_turns(buffers, end, self._policy))
@@ -1427,9 +1440,19 @@ def single_turn(turns: tuple[AssistantTurn, ...]) -> AssistantTurn:
     )
 
 
-def resolve_policy(policy: Policy | None, require_finish_reason: bool | None) -> Policy:
-    """``policy`` (default: ``DEFAULT``) with the ``require_finish_reason`` shortcut applied."""
-    chosen = DEFAULT if policy is None else policy
+def resolve_policy(
+    policy: Policy | PolicyName | None, require_finish_reason: bool | None
+) -> Policy:
+    """``policy`` (``DEFAULT`` when None, or a name) with the ``require_finish_reason`` shortcut.
+
+    Raises ``TypeError`` (``ValueError`` for an unknown name) at once for anything else.
+    """
+    chosen = named_policy(policy)
+    if require_finish_reason is not None and type(require_finish_reason) is not bool:
+        raise TypeError(
+            f"require_finish_reason must be a bool or None, got "
+            f"{type(require_finish_reason).__name__}"
+        )
     if require_finish_reason is None or require_finish_reason == chosen.require_finish_reason:
         return chosen
     return replace(chosen, require_finish_reason=require_finish_reason)
@@ -1452,7 +1475,10 @@ class Assembler(TurnReader):
     __slots__ = ()
 
     def __init__(
-        self, policy: Policy | None = None, *, require_finish_reason: bool | None = None
+        self,
+        policy: Policy | PolicyName | None = None,
+        *,
+        require_finish_reason: bool | None = None,
     ) -> None:
         super().__init__(resolve_policy(policy, require_finish_reason))
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
-__all__ = ["DEFAULT", "LENIENT", "Limits", "Policy"]
+__all__ = ["DEFAULT", "LENIENT", "Limits", "Policy", "PolicyName", "named_policy"]
 
 
 def check_schema(name: str, schema: Mapping[str, Any]) -> None:
@@ -161,3 +161,28 @@ LENIENT = Policy(
     accept_tool_calls_finish_without_calls=True,
 )
 """Every recovery of the catalogue; each one that fires is counted in ``turn.normalizations``."""
+
+
+PolicyName: TypeAlias = Literal["default", "lenient"]
+"""What every operator accepts in place of a ``Policy``: the name of ``DEFAULT`` or ``LENIENT``."""
+
+_NAMED: dict[str, Policy] = {"default": DEFAULT, "lenient": LENIENT}
+
+
+def named_policy(policy: Policy | PolicyName | None) -> Policy:
+    """``policy`` itself, the policy of that name, or ``DEFAULT`` for ``None``.
+
+    Raises ``ValueError`` for another name and ``TypeError`` for anything else, at once (an
+    operator calls this when it is built, not when the stream runs).
+    """
+    if policy is None:
+        return DEFAULT
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, str):
+        found = _NAMED.get(policy.lower())
+        if found is None:
+            shown = policy if len(policy) <= 32 else policy[:32] + "…"
+            raise ValueError(f"no policy is named {shown!r}: use 'default', 'lenient' or a Policy")
+        return found
+    raise TypeError(f"policy must be a Policy, 'default' or 'lenient', got {type(policy).__name__}")

@@ -33,7 +33,7 @@ from ._assembler import (
 )
 from ._errors import StreamInterruptedError
 from ._lift import Fail, Stage, lift
-from ._policy import Policy
+from ._policy import Policy, PolicyName
 from ._types import (
     AssistantTurn,
     StreamEnd,
@@ -179,7 +179,7 @@ class ToolCallGroup(GroupedObservable[int, str]):
 
 
 def group_by_index(
-    policy: Policy | None = None,
+    policy: Policy | PolicyName | None = None,
 ) -> Callable[[Observable[Chunk]], Observable[Grouped]]:
     """Split the chunk stream into one ``ToolCallGroup`` per tool call, then one ``StreamEnd``.
 
@@ -274,7 +274,7 @@ def concat_arguments() -> Callable[[Observable[Grouped]], Observable[Joined]]:
 
 
 def on_finish_reason(
-    policy: Policy | None = None, *, require_finish_reason: bool | None = None
+    policy: Policy | PolicyName | None = None, *, require_finish_reason: bool | None = None
 ) -> Callable[[Observable[Joined]], Observable[Joined]]:
     """Apply the finish policy to each choice when its ``StreamEnd`` arrives; pass items on.
 
@@ -335,7 +335,7 @@ def _atomic(
 
 
 def atomic_batch(
-    policy: Policy | None = None,
+    policy: Policy | PolicyName | None = None,
 ) -> Callable[[Observable[Joined]], Observable[AssistantTurn]]:
     """Emit the whole ``AssistantTurn`` once when the source completes, or one error.
 
@@ -361,7 +361,7 @@ def atomic_batch(
 
 
 def atomic_choices(
-    policy: Policy | None = None,
+    policy: Policy | PolicyName | None = None,
 ) -> Callable[[Observable[Joined]], Observable[tuple[AssistantTurn, ...]]]:
     """Like ``atomic_batch()``, for ``n>1``: one tuple of turns, one per choice, by index."""
     chosen = resolve_policy(policy, None)
@@ -390,7 +390,7 @@ def _fused(
 
 
 def assemble(
-    policy: Policy | None = None, *, require_finish_reason: bool | None = None
+    policy: Policy | PolicyName | None = None, *, require_finish_reason: bool | None = None
 ) -> Callable[[Observable[Chunk]], Observable[AssistantTurn]]:
     """Fold a chunk stream into exactly one ``AssistantTurn``, or one typed error.
 
@@ -415,14 +415,14 @@ def assemble(
 
 
 def assemble_choices(
-    policy: Policy | None = None, *, require_finish_reason: bool | None = None
+    policy: Policy | PolicyName | None = None, *, require_finish_reason: bool | None = None
 ) -> Callable[[Observable[Chunk]], Observable[tuple[AssistantTurn, ...]]]:
     """Like ``assemble()`` for ``n>1`` streams: one tuple with a turn per choice, atomically."""
     return _fused(resolve_policy(policy, require_finish_reason), every_turn)
 
 
 def progress(
-    policy: Policy | None = None,
+    policy: Policy | PolicyName | None = None,
 ) -> Callable[[Observable[Chunk]], Observable[ToolCallStarted]]:
     """Emit a ``ToolCallStarted`` on the very chunk that carries a call's name.
 
@@ -454,7 +454,7 @@ CallEvent: TypeAlias = "ToolCallStarted | ToolCallProgress | ToolCallCommitted"
 
 
 def lifecycle(
-    policy: Policy | None = None, *, every: int = 64
+    policy: Policy | PolicyName | None = None, *, every: int = 64
 ) -> Callable[[Observable[Chunk]], Observable[CallEvent]]:
     """Per-call events for UIs: started, arguments progress, committed at the finish.
 
