@@ -52,6 +52,7 @@ from dataclasses import replace
 from typing import Any
 
 from ._errors import (
+    RETRY_HINT,
     ContentFilteredError,
     InvalidArgumentsError,
     LimitExceededError,
@@ -62,6 +63,7 @@ from ._errors import (
     TruncatedToolCallError,
     UnknownToolError,
     excerpt,
+    provider_error,
 )
 from ._policy import DEFAULT, Policy, PolicyName, named_policy
 from ._types import AssistantTurn, ChoiceEnd, StreamEnd, ToolCall, ToolCallBuffer, ToolCallStarted
@@ -700,8 +702,8 @@ class TurnReader:
                 raise MalformedChunkError(
                     f"{_where(state.index, call.index, call.name)}: id changed from "
                     f"{excerpt(call.id)} to {excerpt(id)} inside one call; the provider reused "
-                    f"an index for another call or changed the id mid-call "
-                    f"(Policy.split_reused_index and Policy.keep_first_id recover each)",
+                    f"an index for another call or changed the id mid-call",
+                    hint=("the lenient policy recovers either (split_reused_index, keep_first_id)"),
                     **_at(call),
                 )
         event: ToolCallStarted | None = None
@@ -729,8 +731,11 @@ class TurnReader:
                     if not (policy.join_split_names and call.size == 0):
                         raise MalformedChunkError(
                             f"{_where(state.index, call.index, call.name)}: name {excerpt(name)} "
-                            f"arrived after {excerpt(call.name)}; names are never concatenated "
-                            f"(Policy.join_split_names joins pieces sent before the arguments)",
+                            f"arrived after {excerpt(call.name)}; names are never concatenated",
+                            hint=(
+                                "the lenient policy (join_split_names) joins name pieces sent "
+                                "before the arguments"
+                            ),
                             **_at(call),
                         )
                     if len(call.name) + len(name) > self._max_identifier:
@@ -797,11 +802,12 @@ class TurnReader:
             else:
                 raise MalformedChunkError(
                     f"{_where(state.index, call.index, call.name)}: arguments must be a JSON "
-                    f"string piece, got {type(piece).__name__}"
-                    + (
-                        " (Policy.object_arguments accepts an object as the only payload)"
+                    f"string piece, got {type(piece).__name__}",
+                    hint=(
+                        "the lenient policy (object_arguments) accepts an object as the only "
+                        "payload"
                         if isinstance(piece, dict)
-                        else ""
+                        else None
                     ),
                     **_at(call),
                 )
@@ -1022,13 +1028,7 @@ class TurnReader:
         code = _get(source, "code") if not isinstance(source, str) else None
         if code is None and not isinstance(source, str):
             code = _get(source, "type")
-        raise ProviderError(
-            f"the provider reported an error inside the stream: "
-            f"{excerpt(message or source, 200)} (code {excerpt(code)}); nothing was emitted, "
-            f"the request can be retried",
-            code=code,
-            body=source,
-        )
+        raise provider_error(message or source, code, source)
 
     # -- reading the state ---------------------------------------------------------------
 
@@ -1102,8 +1102,8 @@ def check_finish(
                 continue
             raise StreamInterruptedError(
                 f"{where}the stream ended without a finish_reason, so the turn may be cut "
-                f"off; retry, or pass require_finish_reason=False for a provider that never "
-                f"sends one",
+                f"off (a provider that never sends one needs require_finish_reason=False)",
+                hint=RETRY_HINT,
                 **about,
             )
         if reason == "length":
@@ -1111,8 +1111,8 @@ def check_finish(
                 raise TruncatedToolCallError(
                     f"{_where(choice.index, last.index, last.name)}: finish_reason 'length' "
                     f"while a tool call was open, after {len(last.arguments):,} argument "
-                    f"characters: the token limit cut it off; raise max_tokens and retry "
-                    f"(never repaired)",
+                    f"characters: the token limit cut it off (never repaired)",
+                    hint="raise max_tokens and retry the request",
                     **about,
                 )
         elif reason == "content_filter":
@@ -1124,14 +1124,19 @@ def check_finish(
         elif reason == "error":
             raise ProviderError(
                 f"{where}the provider ended the choice with finish_reason 'error'; "
-                f"nothing was emitted, the request can be retried"
+                f"nothing was emitted",
+                choice_index=choice.index,
+                finish_reason=reason,
             )
         elif reason == "tool_calls" and last is None:
             if not policy.accept_tool_calls_finish_without_calls:
                 raise MalformedChunkError(
                     f"{where}finish_reason 'tool_calls' but no tool call was streamed: calls "
-                    f"may have been lost; retry (Policy.accept_tool_calls_finish_without_calls "
-                    f"accepts it)",
+                    f"may have been lost",
+                    hint=(
+                        "retry the request; the lenient policy "
+                        "(accept_tool_calls_finish_without_calls) accepts it"
+                    ),
                     **about,
                 )
             normalizations["tool_calls_finish_without_calls"] = (
@@ -1226,6 +1231,11 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 _NUMBER_START = frozenset("-0123456789")
 
 
+def _json_failure(exc: json.JSONDecodeError) -> str:
+    # Some of the parser's messages end in "at" ("Invalid control character at").
+    return f"{exc.msg.removesuffix(' at')} at character {exc.pos}"
+
+
 def _depth(value: object, limit: int) -> bool:
     """Whether ``value`` nests containers deeper than ``limit`` (iterative, linear)."""
     stack: list[tuple[object, int]] = [(value, 1)]
@@ -1261,13 +1271,15 @@ def _parse(buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None) ->
         where = _where_buffer(buffer)
         if _ends_inside_value(text, exc):
             raise TruncatedToolCallError(
-                f"{where}: the arguments end inside a JSON value ({exc.msg} at {exc.pos} of "
-                f"{len(text)} characters): the call was cut off; retry (never repaired)",
+                f"{where}: the arguments end inside a JSON value ({_json_failure(exc)} of "
+                f"{len(text)}): the call was cut off (never repaired)",
+                hint=RETRY_HINT,
                 **_at_buffer(buffer, finish_reason),
             ) from exc
         raise InvalidArgumentsError(
-            f"{where}: the arguments are not valid JSON ({exc.msg} at character {exc.pos}); "
-            f"the model produced a malformed call, retry the turn",
+            f"{where}: the arguments are not valid JSON ({_json_failure(exc)}): the model "
+            f"produced a malformed call",
+            hint="retry the request: the model may well get it right the next time",
             **_at_buffer(buffer, finish_reason),
         ) from exc
     except RecursionError as exc:
@@ -1326,8 +1338,8 @@ def _complete(
     if call_id is None:
         if not policy.synthesize_missing_ids:
             raise MalformedChunkError(
-                f"{_where_buffer(buffer)}: no id was ever sent, so no tool message could answer it "
-                f"(Policy.synthesize_missing_ids makes one up)",
+                f"{_where_buffer(buffer)}: no id was ever sent, so no tool message could answer it",
+                hint="the lenient policy (synthesize_missing_ids) makes one up",
                 **_at_buffer(buffer, finish_reason),
             )
         count("synthesized_id")
@@ -1425,7 +1437,11 @@ def every_turn(turns: tuple[AssistantTurn, ...]) -> tuple[AssistantTurn, ...]:
     """All turns, one per choice; a stream without any choice is an interruption."""
     if not turns:
         raise StreamInterruptedError(
-            "the stream completed without any choice: no turn to assemble; retry"
+            "the stream completed without any choice: no turn to assemble",
+            hint=(
+                "retry the request; if the chunks were read by another subscriber first "
+                "(share() over a synchronous source), use assemble_with_progress()"
+            ),
         )
     return turns
 
@@ -1435,8 +1451,8 @@ def single_turn(turns: tuple[AssistantTurn, ...]) -> AssistantTurn:
     if len(every_turn(turns)) == 1:
         return turns[0]
     raise MultipleChoicesError(
-        f"the stream carries {len(turns)} choices (n>1); use assemble_choices() to get "
-        f"every choice atomically"
+        f"the stream carries {len(turns)} choices (n>1) and this operator returns one",
+        hint="assemble_choices() returns every choice atomically",
     )
 
 

@@ -8,7 +8,7 @@ from typing import Generic, TypeAlias, TypeVar, cast
 from reactivex import Observable, abc
 from reactivex.disposable import SingleAssignmentDisposable
 
-from ._errors import StreamInterruptedError, ToolCallStreamError
+from ._errors import RETRY_HINT, StreamInterruptedError, ToolCallStreamError, clip
 
 __all__ = ["Fail", "Stage", "interrupted", "lift"]
 
@@ -22,7 +22,8 @@ def interrupted(error: Exception) -> ToolCallStreamError:
         return error
     wrapped = StreamInterruptedError(
         f"the chunk stream failed before the turn was complete "
-        f"({type(error).__name__}: {error}); nothing was emitted, the request can be retried"
+        f"({type(error).__name__}: {clip(str(error))}); nothing was emitted",
+        hint=RETRY_HINT,
     )
     wrapped.__cause__ = error
     return wrapped

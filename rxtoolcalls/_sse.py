@@ -15,7 +15,13 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import LimitExceededError, MalformedChunkError, ProviderError, excerpt
+from ._errors import (
+    LimitExceededError,
+    MalformedChunkError,
+    ProviderError,
+    excerpt,
+    provider_error,
+)
 from ._policy import Limits
 
 DEFAULT_LIMITS = Limits()
@@ -175,13 +181,7 @@ def _provider_error(payload: Any, raw: str) -> ProviderError:
         code = source.get("type")
     if message is None and isinstance(error, str):
         message = error
-    return ProviderError(
-        f"the provider reported an error inside the stream: {excerpt(message or raw, 200)} "
-        f"(code {excerpt(code)}); "
-        f"nothing was emitted, the request can be retried",
-        code=code,
-        body=payload,
-    )
+    return provider_error(message or raw, code, payload)
 
 
 def load_json(text: str | bytes, what: str = "the text") -> Any:
@@ -195,7 +195,8 @@ def load_json(text: str | bytes, what: str = "the text") -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise MalformedChunkError(
-            f"{what} is not JSON ({exc.msg} at character {exc.pos}): {excerpt(text, 16)}"
+            f"{what} is not JSON ({exc.msg.removesuffix(' at')} at character {exc.pos}): "
+            f"{excerpt(text, 16)}"
         ) from exc
     except RecursionError as exc:
         raise MalformedChunkError(f"{what} nests deeper than the JSON parser allows") from exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -365,3 +366,102 @@ def test_choices_are_bounded_by_max_choices() -> None:
     error = _message_of([*ok, content("x", index=3)], policy=policy)
     assert isinstance(error, rt.LimitExceededError)
     assert (error.limit, error.value, error.choice_index) == ("max_choices", 3, 3)
+
+
+# -- item 16: ProviderError.retryable ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "retryable"),
+    [
+        ({"message": "Too many requests", "code": 429}, True),
+        ({"message": "Too many requests", "code": "429"}, True),
+        ({"message": "Bad gateway", "code": 502}, True),
+        ({"message": "Overloaded", "type": "overloaded_error"}, True),
+        ({"message": "Slow down", "type": "rate_limit_error"}, True),
+        ({"message": "Bad request", "code": 400}, False),
+        ({"message": "Unknown field", "type": "invalid_request_error"}, False),
+        ({"message": "This model's maximum context length is 8192 tokens", "code": 400}, False),
+        ({"message": "context_length_exceeded", "code": 503}, False),
+        ({"message": "Something odd"}, None),
+        ({"message": "Something odd", "code": "weird"}, None),
+    ],
+)
+def test_provider_error_says_whether_a_retry_can_help(
+    error: dict[str, Any], retryable: bool | None
+) -> None:
+    for spell in (
+        lambda: run_assembler([{"error": error}]),
+        lambda: chunk_from_event(ServerSentEvent("message", json.dumps({"error": error}))),
+    ):
+        with pytest.raises(rt.ProviderError) as info:
+            spell()
+        assert info.value.retryable is retryable
+        text = f"{info.value} {info.value.hint or ''}"
+        # "retry" only where it is true, and then in the hint, not in the message.
+        assert ("retry" in text) is (retryable is True)
+        assert "retry" not in str(info.value)
+
+
+def test_anthropic_overloaded_event_is_retryable() -> None:
+    data = '{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}'
+    with pytest.raises(rt.ProviderError) as info:
+        chunk_from_event(ServerSentEvent("error", data))
+    assert info.value.retryable is True
+    assert info.value.code == "overloaded_error"
+
+
+def test_finish_reason_error_is_unknown_retryability() -> None:
+    with pytest.raises(rt.ProviderError) as info:
+        run_assembler([content("x"), finish("error")])
+    assert info.value.retryable is None
+    assert "retry" not in str(info.value)
+
+
+# -- item 23: advice lives in hint, never in the message ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("chunks", "policy", "hint"),
+    [
+        ([call_open(0, "a", "f", "{"), call_open(0, "b", None, "}")], None, "split_reused_index"),
+        ([call_open(0, "a", "f", "{"), call_open(0, None, "g", "}")], None, "join_split_names"),
+        ([call_open(0, None, "f", "{}"), finish()], None, "synthesize_missing_ids"),
+        ([call_open(0, "c", "f", '{"a": 1'), finish()], None, "retry"),
+        ([call_open(0, "c", "f", '{"a": x}'), finish()], None, "retry"),
+        ([call_open(0, "c", "f", "{"), finish("length")], None, "max_tokens"),
+        ([content("x"), finish()], None, "accept_tool_calls_finish_without_calls"),
+        ([], None, "retry"),
+    ],
+)
+def test_advice_is_in_hint_and_not_in_the_message(
+    chunks: list[Any], policy: rt.Policy | None, hint: str
+) -> None:
+    error = _message_of(chunks, policy=policy)
+    assert hint in (error.hint or "")
+    message = str(error)
+    assert "retry" not in message
+    assert "Policy." not in message
+    assert "--" not in message  # no command-line flag in an exception's text
+
+
+def test_hint_is_a_keyword_of_every_error() -> None:
+    assert rt.ToolCallStreamError("x").hint is None
+    assert rt.MalformedChunkError("x", hint="do y").hint == "do y"
+    assert rt.LimitExceededError("x", limit="max_calls", value=1, hint="h").hint == "h"
+    assert rt.ProviderError("x", code=429, hint="h").hint == "h"
+
+
+def test_no_doubled_at_in_parser_messages() -> None:
+    error = _message_of([call_open(0, "c", "f", '{"a": "x\ty"}'), finish()])
+    assert "at at" not in str(error)
+    assert "Invalid control character at character 8" in str(error)
+
+
+def test_a_source_error_is_bounded_and_hints_retry() -> None:
+    errors: list[Exception] = []
+    reactivex.throw(OSError(HUGE)).pipe(rt.assemble()).subscribe(on_error=errors.append)
+    (error,) = errors
+    assert isinstance(error, rt.StreamInterruptedError)
+    assert len(str(error)) < 400
+    assert "retry" in (error.hint or "")

@@ -415,8 +415,9 @@ def test_empty_stream_is_an_interruption(run: Runner) -> None:
 
 
 def test_multiple_choices_are_refused_by_single_turn_spellings(run: Runner) -> None:
-    with pytest.raises(rt.MultipleChoicesError, match="assemble_choices"):
+    with pytest.raises(rt.MultipleChoicesError, match="2 choices") as info:
         run([content("a", 0), content("b", 1), finish("stop", 0), finish("stop", 1)])
+    assert "assemble_choices()" in (info.value.hint or "")
 
 
 def test_multiple_choices_with_tool_calls_are_kept_apart() -> None:
