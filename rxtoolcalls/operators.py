@@ -32,7 +32,7 @@ from ._assembler import (
     single_turn,
 )
 from ._errors import StreamInterruptedError
-from ._lift import Fail, Stage, lift
+from ._lift import Fail, Stage, SubscriberRaised, lift
 from ._policy import Policy, PolicyName
 from ._types import (
     AssistantTurn,
@@ -48,6 +48,7 @@ __all__ = [
     "ToolCallGroup",
     "assemble",
     "assemble_choices",
+    "assemble_with_progress",
     "atomic_batch",
     "atomic_choices",
     "concat_arguments",
@@ -133,13 +134,13 @@ class ToolCallGroup(GroupedObservable[int, str]):
         if not observers:
             self._call.sink = _discard
         elif len(observers) == 1:
-            self._call.sink = observers[0].on_next
+            self._call.sink = _carried(observers[0])
         else:
-            snapshot = tuple(observers)
+            sinks = tuple(_carried(observer) for observer in observers)
 
             def fan_out(piece: str) -> None:
-                for observer in snapshot:
-                    observer.on_next(piece)
+                for sink in sinks:
+                    sink(piece)
 
             self._call.sink = fan_out
 
@@ -172,10 +173,30 @@ class ToolCallGroup(GroupedObservable[int, str]):
         self._call.sink = _discard
         self._ended = error if error is not None else True
         for observer in observers:
-            if error is None:
-                observer.on_completed()
-            else:
-                observer.on_error(error)
+            try:
+                if error is None:
+                    observer.on_completed()
+                else:
+                    observer.on_error(error)
+            except Exception as own:
+                if isinstance(observer, _Collector):
+                    raise
+                raise SubscriberRaised(own) from None
+
+
+def _carried(observer: abc.ObserverBase[str] | _Collector) -> Callable[[str], object]:
+    """The sink for one inner observer; a subscriber's exception is carried up as raised."""
+    if isinstance(observer, _Collector):
+        return observer.on_next  # a buffer's write: it does not raise
+    on_next = observer.on_next
+
+    def sink(piece: str) -> None:
+        try:
+            on_next(piece)
+        except Exception as own:  # noqa: BLE001 - a subscriber's own: carried up as raised
+            raise SubscriberRaised(own) from None
+
+    return sink
 
 
 def group_by_index(
@@ -220,7 +241,8 @@ def group_by_index(
             for group in groups:
                 group._end(error)
 
-        return Stage(reader.feed, on_completed, on_error, direct=True)
+        # Not direct: on_open emits groups, and the groups' subscribers run inside feed.
+        return Stage(reader.feed, on_completed, on_error)
 
     return lift(make)
 
@@ -432,8 +454,11 @@ def progress(
         chunks:  -c0--c1--c2--c3-|       (c0 names call 0, c3 names call 1)
         output:  -s0----------s1-|       s1.count == 2
 
-    Wire errors become ``MalformedChunkError``. Share the source (``ops.share()``) to run it
-    beside ``assemble()``, with the same ``policy``.
+    Wire errors become ``MalformedChunkError``. For progress and the turn from one pass, use
+    ``assemble_with_progress()``. To run it beside ``assemble()`` instead, publish the source
+    and connect once both are subscribed (``ops.publish()`` then ``.connect()``): with
+    ``ops.share()`` a synchronous source (a file, a sync SDK stream) is read to its end by the
+    first subscriber, and the second sees nothing.
     """
     chosen = resolve_policy(policy, None)
 
@@ -446,6 +471,49 @@ def progress(
                 emit(event)
 
         return Stage(on_next, observer.on_completed)
+
+    return lift(make)
+
+
+def assemble_with_progress(
+    policy: Policy | PolicyName | None = None, *, require_finish_reason: bool | None = None
+) -> Callable[[Observable[Chunk]], Observable[ToolCallStarted | AssistantTurn]]:
+    """Progress and the turn from one subscription: each call's start as it is named, then the turn.
+
+    ``Observable[Chunk] -> Observable[ToolCallStarted | AssistantTurn]``; the turn is always
+    the last element, and comes with the completion (or one error instead, exactly as
+    ``assemble()`` would raise; the starts already emitted are never calls to dispatch)::
+
+        chunks:  -c0--c1--c2--c3-|       (c0 names call 0, c3 names call 1)
+        output:  -s0----------s1-(t,|)   t: AssistantTurn
+
+    >>> import reactivex
+    >>> from reactivex import operators as ops
+    >>> call = {"index": 0, "id": "c", "function": {"name": "f", "arguments": "{}"}}
+    >>> chunks = [{"choices": [{"delta": {"tool_calls": [call]}, "finish_reason": "stop"}]}]
+    >>> items = reactivex.from_iterable(chunks).pipe(assemble_with_progress(), ops.to_list())
+    >>> [type(item).__name__ for item in items.run()]
+    ['ToolCallStarted', 'AssistantTurn']
+
+    Works over any source, synchronous ones included (no sharing needed). Cost: that of
+    ``assemble()`` plus one event per call.
+    """
+    chosen = resolve_policy(policy, require_finish_reason)
+
+    def make(observer: abc.ObserverBase[ToolCallStarted | AssistantTurn], _: Fail) -> Stage[Chunk]:
+        reader = TurnReader(chosen)
+        feed = reader.feed
+        emit = observer.on_next
+
+        def on_next(chunk: Chunk) -> None:
+            for event in feed(chunk):
+                emit(event)
+
+        def on_completed() -> None:
+            emit(single_turn(reader.close_choices()))
+            observer.on_completed()
+
+        return Stage(on_next, on_completed)
 
     return lift(make)
 
