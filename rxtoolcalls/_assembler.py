@@ -733,7 +733,7 @@ class TurnReader:
                             f"{_where(state.index, call.index, call.name)}: name {excerpt(name)} "
                             f"arrived after {excerpt(call.name)}; names are never concatenated",
                             hint=(
-                                "the lenient policy (join_split_names) joins name pieces sent "
+                                "the lenient policy (join_split_names) joins name fragments sent "
                                 "before the arguments"
                             ),
                             **_at(call),
@@ -802,7 +802,7 @@ class TurnReader:
             else:
                 raise MalformedChunkError(
                     f"{_where(state.index, call.index, call.name)}: arguments must be a JSON "
-                    f"string piece, got {type(piece).__name__}",
+                    f"string fragment, got {type(piece).__name__}",
                     hint=(
                         "the lenient policy (object_arguments) accepts an object as the only "
                         "payload"
@@ -813,7 +813,7 @@ class TurnReader:
                 )
         elif call.object_payload and piece:
             raise MalformedChunkError(
-                f"{_where(state.index, call.index, call.name)}: string argument pieces after "
+                f"{_where(state.index, call.index, call.name)}: string argument fragments after "
                 f"an object payload; the two cannot be joined",
                 **_at(call),
             )
@@ -912,7 +912,7 @@ class TurnReader:
         piece = _get(legacy, "arguments")
         if piece is not None and not isinstance(piece, str):
             raise MalformedChunkError(
-                f"choice {state.index}: function_call.arguments must be a string piece, got "
+                f"choice {state.index}: function_call.arguments must be a string fragment, got "
                 f"{type(piece).__name__}"
             )
         if entries is not None:

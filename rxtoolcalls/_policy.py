@@ -41,14 +41,14 @@ class Limits:
     """Ceilings against hostile or runaway output; exceeding one is a ``LimitExceededError``.
 
     Every field the assembler accumulates has one. Sizes count characters as received (before
-    any parsing), checked before a piece is stored, so nothing is kept past a limit:
+    any parsing), checked before a fragment is stored, so nothing is kept past a limit:
 
     - ``max_call_arguments``, ``max_turn_arguments``: argument text of one call, of the turn
       (every call of every choice, legacy ``function_call`` included);
     - ``max_calls``: tool calls opened in the turn; ``max_choices``: choices in the stream;
     - ``max_depth``: nesting of parsed arguments;
     - ``max_text``: content, refusal and reasoning of the turn together (every choice);
-    - ``max_identifier``: one id, name (joined pieces included), type or finish_reason;
+    - ``max_identifier``: one id, name (joined fragments included), type or finish_reason;
     - ``max_event``: one server-sent event, and one line of the event stream (``from_sse``).
     """
 
@@ -75,12 +75,12 @@ class Policy:
       (Ollama, vLLM, SGLang send every parallel call as index 0).
     - ``keep_first_id`` (6): an id that changes inside one call keeps the first one.
     - ``synthesize_missing_ids`` (8): a call without id gets ``"call_rx_<choice>_<index>"``.
-    - ``join_split_names`` (10): a name piece that differs from the name so far is appended
+    - ``join_split_names`` (10): a name fragment that differs from the name so far is appended
       while no argument has arrived (Gemini streams ``get_wea`` + ``ther``).
     - ``object_arguments`` (12): arguments sent as a JSON object (not a string) are accepted
       as the call's only payload and serialised once.
-    - ``drop_resent_arguments`` (13): a piece equal to everything received so far is a resend
-      and dropped; a piece that starts with everything received so far replaces it (cumulative
+    - ``drop_resent_arguments`` (13): a fragment equal to everything received so far is a resend
+      and dropped; a fragment that starts with everything received so far replaces it (cumulative
       snapshots).
     - ``accept_tool_calls_finish_without_calls`` (15): ``finish_reason="tool_calls"`` with no
       tool call streamed is accepted instead of refused.
@@ -143,7 +143,7 @@ class Policy:
 
     @property
     def needs_piece_checks(self) -> bool:
-        """Whether argument pieces need more than counting (the hot path's fast case)."""
+        """Whether argument fragments need more than counting (the hot path's fast case)."""
         return self.drop_resent_arguments or self.object_arguments or self.join_split_names
 
 

@@ -182,7 +182,7 @@ class ToolCallProgress:
     """Arguments are arriving for a call: ``characters`` and ``fragments`` received so far.
 
     Never the partial JSON itself; ``partial_arguments()`` reads it on demand (unparsed, and
-    never a call to dispatch).
+    never a call to dispatch). Both describe the call as it was when the event was made.
     """
 
     index: int
@@ -194,21 +194,43 @@ class ToolCallProgress:
     _view: Callable[[], str] = field(default=str, repr=False, compare=False)
 
     def partial_arguments(self) -> str:
-        """The argument text received so far, read now (it may have grown since the event)."""
-        return self._view()
+        """The first ``characters`` of the arguments: the text as it was at this event.
+
+        Read on demand (one copy per call), so events nobody reads cost no copy.
+        """
+        return self._view()[: self.characters]
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCallCommitted:
-    """The turn closed and validated: this call is complete and may be dispatched."""
+    """The turn closed and validated: this call is complete and may be dispatched.
+
+    ``index``, ``id`` and ``name`` are the call's, as on ``ToolCallStarted`` and
+    ``ToolCallProgress``.
+    """
 
     call: ToolCall
     choice_index: int = 0
 
+    @property
+    def index(self) -> int:
+        """The call's ``index``."""
+        return self.call.index
+
+    @property
+    def id(self) -> str:
+        """The call's id (always known once committed)."""
+        return self.call.id
+
+    @property
+    def name(self) -> str:
+        """The function name."""
+        return self.call.name
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCallBuffer:
-    """A tool call whose argument pieces are joined but not yet parsed."""
+    """A tool call whose argument fragments are joined but not yet parsed."""
 
     choice_index: int
     index: int

@@ -70,7 +70,7 @@ _NEVER_SUBSCRIBED: Observable[str] = reactivex.empty()
 
 
 class _Collector:
-    """An inner observer for our own operators: pieces go straight into a buffer."""
+    """An inner observer for our own operators: fragments go straight into a buffer."""
 
     __slots__ = ("on_completed", "on_error", "on_next")
 
@@ -85,12 +85,12 @@ def _ignore_error(_error: Exception) -> None:
 
 
 class ToolCallGroup(GroupedObservable[int, str]):
-    """The argument pieces of one tool call, as a hot inner stream keyed by its ``index``.
+    """The argument fragments of one tool call, as a hot inner stream keyed by its ``index``.
 
     ``index``, ``choice_index``, ``id`` and ``name`` are readable from the moment the group is
     emitted (``id``/``name`` fill in if a provider sends them on a later fragment). The group
     completes (or errors) with the chunk stream. Subscribe when it is emitted: like the inner
-    streams of ``group_by``, it does not replay pieces sent before a subscription.
+    streams of ``group_by``, it does not replay fragments sent before a subscription.
     """
 
     def __init__(self, call: Call) -> None:
@@ -206,7 +206,7 @@ def group_by_index(
 
     ``Observable[Chunk] -> Observable[ToolCallGroup | StreamEnd]``. A group is emitted on the
     chunk that opens the call, keyed by its ``index`` (per choice); its elements are the
-    argument pieces (``str``). Content, refusal, reasoning, finish reasons and usage are read in
+    argument fragments (``str``). Content, refusal, reasoning, finish reasons and usage are read in
     the same pass and emitted as the ``StreamEnd`` after every group has completed::
 
         chunks:  -c0--c1--c2--c3-|          (c0 opens call 0, c3 opens call 1)
@@ -248,15 +248,15 @@ def group_by_index(
 
 
 def concat_arguments() -> Callable[[Observable[Grouped]], Observable[Joined]]:
-    """Join each group's argument pieces into one ``ToolCallBuffer`` when the group completes.
+    """Join each group's argument fragments into one ``ToolCallBuffer`` when the group completes.
 
     ``Observable[ToolCallGroup | StreamEnd] -> Observable[ToolCallBuffer | StreamEnd]``; never
-    parses a piece; ``StreamEnd`` passes through::
+    parses a fragment; ``StreamEnd`` passes through::
 
         input:   -g0----g1---(e,|)       g0: -"{"--"}"--|
         output:  ------------(b0,b1,e,|) b0: ToolCallBuffer(arguments="{}")
 
-    Cost: one list append per piece and one join per call.
+    Cost: one list append per fragment and one join per call.
     """
 
     def make(observer: abc.ObserverBase[Joined], _: Fail) -> Stage[Grouped]:
@@ -448,7 +448,7 @@ def progress(
 ) -> Callable[[Observable[Chunk]], Observable[ToolCallStarted]]:
     """Emit a ``ToolCallStarted`` on the very chunk that carries a call's name.
 
-    ``Observable[Chunk] -> Observable[ToolCallStarted]``; never partial arguments (pieces are
+    ``Observable[Chunk] -> Observable[ToolCallStarted]``; never partial arguments (fragments are
     dropped, so memory stays constant)::
 
         chunks:  -c0--c1--c2--c3-|       (c0 names call 0, c3 names call 1)
@@ -527,14 +527,14 @@ def lifecycle(
     """Per-call events for UIs: started, arguments progress, committed at the finish.
 
     ``Observable[Chunk] -> Observable[ToolCallStarted | ToolCallProgress | ToolCallCommitted]``.
-    A ``ToolCallProgress`` comes every ``every`` argument pieces of a call (counts only); the
+    A ``ToolCallProgress`` comes every ``every`` argument fragments of a call (counts only); the
     ``ToolCallCommitted`` events come when the source completes and the whole turn validated,
     in call order — or one error instead, exactly as ``assemble()`` would raise::
 
         chunks:  -c0--c1-...-c64--|     (c0 names call 0)
         output:  -s0---------p0---(k0,|)
 
-    Cost: one counter per piece; the partial text is read only by ``partial_arguments()``.
+    Cost: one counter per fragment; the partial text is read only by ``partial_arguments()``.
     """
     if every < 1:
         raise ValueError("every must be at least 1")

@@ -645,3 +645,41 @@ def test_progress_docstring_recommends_what_works() -> None:
     doc = rt.progress.__doc__ or ""
     assert "assemble_with_progress()" in doc
     assert "ops.publish()" in doc
+
+
+# -- one shape for every call event (issue item 26) -----------------------------------------
+
+
+def test_progress_partial_arguments_is_a_snapshot_like_characters() -> None:
+    pieces = ['{"q": ', '"ab', "cd", 'ef"}']
+    chunks = [call_open(0, "c", "f", pieces[0]), *(args(0, p) for p in pieces[1:]), FIN]
+    events, errors, _ = collect(reactivex.from_iterable(chunks).pipe(rt.lifecycle(every=1)))
+    assert errors == []
+    progress = [e for e in events if isinstance(e, rt.ToolCallProgress)]
+    # Read after the whole stream: each still shows its own moment, as characters does.
+    assert [p.partial_arguments() for p in progress] == [
+        "".join(pieces[: i + 1]) for i in range(len(pieces))
+    ]
+    assert [len(p.partial_arguments()) for p in progress] == [p.characters for p in progress]
+    assert [p.fragments for p in progress] == [1, 2, 3, 4]
+
+
+def test_committed_knows_index_id_and_name_like_its_siblings() -> None:
+    events, _, _ = collect(reactivex.from_iterable(CHUNKS).pipe(rt.lifecycle()))
+    committed = [e for e in events if isinstance(e, rt.ToolCallCommitted)]
+    started = [e for e in events if isinstance(e, rt.ToolCallStarted)]
+    assert [(c.index, c.id, c.name) for c in committed] == [
+        (s.index, s.id, s.name) for s in started
+    ]
+    assert [(c.index, c.id, c.name) for c in committed] == [
+        (0, "call_a", "get_weather"),
+        (1, "call_b", "get_time"),
+    ]
+
+
+def test_one_word_for_an_argument_piece_in_the_public_docs() -> None:
+    import re
+
+    for item in rt.__all__:
+        doc = getattr(getattr(rt, item), "__doc__", None) or ""
+        assert not re.search(r"\bpieces?\b", doc), item
