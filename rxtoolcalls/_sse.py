@@ -48,8 +48,8 @@ class SSEDecoder:
     >>> decoder.feed(b'data: {"a"') + decoder.feed(b": 1}\n\n: comment\n")
     [ServerSentEvent(event='message', data='{"a": 1}')]
 
-    A leading byte order mark is ignored (WHATWG). One line, and one event (its data lines
-    and name), may hold at most ``limits.max_event`` characters: past that, ``feed`` raises
+    A leading byte order mark is ignored (WHATWG). One line, and the data of one event (its
+    data lines together), may hold at most ``limits.max_event`` characters: past that, ``feed`` raises
     ``LimitExceededError`` before buffering more (a stream without newlines cannot grow
     without end). Cost: linear in the characters fed, however they are split.
     """
@@ -73,7 +73,7 @@ class SSEDecoder:
         self._line: list[str] = []
         self._line_size = 0
         self._data: list[str] = []
-        # Characters of the event so far (data lines and the event name).
+        # Characters of the event's data so far (its name is one line, bounded as a line).
         self._size = 0
         self._event = ""
         self._pending_cr = False

@@ -50,7 +50,8 @@ def tool_content(value: object, default: Callable[[Any], Any] | None = None) -> 
     try:
         return json.dumps(value, allow_nan=False, default=default)
     except ValueError:
-        # Only non-finite floats get here; a default may have produced them too.
+        # Non-finite floats, here or from default; a circular or oversized value (an int
+        # past 4300 digits) raises again, as json.dumps does.
         given = default
         finite_default = None if given is None else (lambda o: _finite(given(o)))
         return json.dumps(_finite(value), allow_nan=False, default=finite_default)
