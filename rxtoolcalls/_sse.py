@@ -49,9 +49,9 @@ class SSEDecoder:
     [ServerSentEvent(event='message', data='{"a": 1}')]
 
     A leading byte order mark is ignored (WHATWG). One line, and the data of one event (its
-    data lines together), may hold at most ``limits.max_event`` characters: past that, ``feed`` raises
-    ``LimitExceededError`` before buffering more (a stream without newlines cannot grow
-    without end). Cost: linear in the characters fed, however they are split.
+    data lines together), may hold at most ``limits.max_event`` characters: past that,
+    ``feed`` raises ``LimitExceededError`` before buffering more (a stream without newlines
+    cannot grow without end). Cost: linear in the characters fed, however they are split.
     """
 
     __slots__ = (
