@@ -742,7 +742,12 @@ class TurnReader:
                         # Joining is bounded too: each piece copies at most this many.
                         raise self._identifier_too_long(state, call.index, "name")
                     self._count("joined_split_name")
-                    call.name += name
+                    # With the attribute cleared, the local holds the only reference and
+                    # += grows the string in place (amortised linear, not a copy per piece).
+                    joined = call.name
+                    call.name = None
+                    joined += name
+                    call.name = joined
                     event = self._name_known(call)
         if piece is not None:
             self._piece(state, call, piece)

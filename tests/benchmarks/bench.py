@@ -686,9 +686,48 @@ def sse_scaling(repeats: int) -> list[tuple[str, bool, str]]:
     return results
 
 
+def _join_names(pieces: int) -> float:
+    """Seconds to feed ``pieces`` one-character name fragments of one call (LENIENT joins)."""
+    unbounded = rt.Limits(max_identifier=1 << 30)  # no ceiling: the join's own cost shows
+    assembler = rt.Assembler(rt.Policy(join_split_names=True, limits=unbounded))
+
+    def named(name: str) -> dict[str, Any]:
+        return _chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"name": name}}]})
+
+    chunks = [named("xy"[i % 2]) for i in range(pieces)]
+    assembler.feed(named("a"))
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        for chunk in chunks:
+            assembler.feed(chunk)
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
+
+
+def join_scaling(repeats: int) -> list[tuple[str, bool, str]]:
+    """Print the per-fragment cost of joining split names, by count; return the target."""
+    sizes = (10_000, 100_000, 400_000)
+    print("\n### Split names joined (join_split_names, no identifier ceiling)\n")
+    print("| name fragments | " + " | ".join(f"{n:,}" for n in sizes) + " | growth |")
+    print("|---|" + "---:|" * (len(sizes) + 1))
+    per = [min(_join_names(n) for _ in range(max(3, repeats))) / n for n in sizes]
+    growth = per[-1] / per[0]
+    print("| per fragment | " + " | ".join(f"{p * 1e9:.0f} ns" for p in per) + f" | {growth:.2f} |")
+    return [
+        (
+            f"joined names: per-fragment cost at {sizes[-1]:,} within 2x of {sizes[0]:,}",
+            growth <= 2.0,
+            f"{growth:.2f}",
+        )
+    ]
+
+
 def adversarial_sections(repeats: int) -> list[tuple[str, bool, str]]:
     """The adversarial-input sections (printed); their targets."""
-    return classification_scaling(repeats) + sse_scaling(repeats)
+    return classification_scaling(repeats) + sse_scaling(repeats) + join_scaling(repeats)
 
 
 def main(argv: list[str] | None = None) -> int:
