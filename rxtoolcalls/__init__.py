@@ -13,7 +13,7 @@ from ._errors import (
     TruncatedToolCallError,
     UnknownToolError,
 )
-from ._policy import DEFAULT, LENIENT, Limits, Policy
+from ._policy import DEFAULT, LENIENT, Limits, Policy, PolicyName
 from ._types import (
     AssistantTurn,
     ChoiceEnd,
@@ -23,6 +23,7 @@ from ._types import (
     ToolCallCommitted,
     ToolCallProgress,
     ToolCallStarted,
+    tool_content,
 )
 from .agent import (
     Conversation,
@@ -40,6 +41,7 @@ from .operators import (
     ToolCallGroup,
     assemble,
     assemble_choices,
+    assemble_with_progress,
     atomic_batch,
     atomic_choices,
     concat_arguments,
@@ -75,6 +77,7 @@ __all__ = [
     "MalformedChunkError",
     "MultipleChoicesError",
     "Policy",
+    "PolicyName",
     "ProviderError",
     "StreamEnd",
     "StreamInterruptedError",
@@ -96,6 +99,7 @@ __all__ = [
     "agent_loop",
     "assemble",
     "assemble_choices",
+    "assemble_with_progress",
     "atomic_batch",
     "atomic_choices",
     "concat_arguments",
@@ -110,4 +114,5 @@ __all__ = [
     "on_finish_reason",
     "progress",
     "repair_transcript",
+    "tool_content",
 ]

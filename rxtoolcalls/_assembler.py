@@ -35,9 +35,9 @@ Close rules (``check_finish`` then ``build_turns``), per choice in index order:
     ``ContentFilteredError``. ``error``: ``ProviderError``. ``stop`` and ``tool_calls`` emit
     (``stop`` keeps the calls: OpenAI sends it when ``tool_choice`` forces a function).
 14. Every call needs a name and an id; its arguments are parsed once and must be exactly one
-    JSON object (no ``NaN``/``Infinity``): text ending inside a value is a
-    ``TruncatedToolCallError`` whatever the finish_reason says, anything else an
-    ``InvalidArgumentsError``.
+    JSON object (no ``NaN``/``Infinity``, no number that overflows to infinity): text ending
+    inside a value is a ``TruncatedToolCallError`` whatever the finish_reason says, anything
+    else an ``InvalidArgumentsError``.
 15. Everything is computed before anything is returned: all calls of all choices, or one error.
 """
 
@@ -46,11 +46,13 @@ from __future__ import annotations
 import io
 import json
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ._errors import (
+    RETRY_HINT,
     ContentFilteredError,
     InvalidArgumentsError,
     LimitExceededError,
@@ -60,8 +62,10 @@ from ._errors import (
     StreamInterruptedError,
     TruncatedToolCallError,
     UnknownToolError,
+    excerpt,
+    provider_error,
 )
-from ._policy import DEFAULT, Policy
+from ._policy import DEFAULT, Policy, PolicyName, named_policy
 from ._types import AssistantTurn, ChoiceEnd, StreamEnd, ToolCall, ToolCallBuffer, ToolCallStarted
 
 __all__ = [
@@ -83,6 +87,9 @@ _GRANT = 1 << 16
 # Choice index 0 is recognised by identity: CPython keeps one object per small int, so the
 # one test also tells 0 from 0.0 and False (another int object 0 takes the general lookup).
 _ZERO = 0
+# Indices are opaque, but bounded: every message formats them.
+_MIN_INDEX = -(1 << 63)
+_MAX_INDEX = (1 << 63) - 1
 
 
 def _discard(_piece: str) -> None:
@@ -206,43 +213,56 @@ class _Choice:
         )
 
 
+def _attr(obj: object, name: str, default: object = None) -> Any:
+    """Read an attribute of a chunk object; whatever its reading raises is a bad chunk."""
+    try:
+        return getattr(obj, name, default)
+    except Exception as exc:
+        raise MalformedChunkError(
+            f"reading {name!r} of a {type(obj).__name__} raised {type(exc).__name__}"
+        ) from exc
+
+
 def _get(obj: object, name: str) -> Any:
     if isinstance(obj, dict):
         return obj.get(name)
-    return getattr(obj, name, None)
+    return _attr(obj, name)
 
 
 def _extra(obj: object, name: str) -> Any:
     """Read a field that a typed model may hold as an extra (pydantic ``extra="allow"``)."""
     if isinstance(obj, dict):
         return obj.get(name)
-    extra = getattr(obj, "__pydantic_extra__", _ABSENT)
+    extra = _attr(obj, "__pydantic_extra__", _ABSENT)
     if extra is _ABSENT:
-        return getattr(obj, name, None)
+        return _attr(obj, name)
     if isinstance(extra, dict) and name in extra:
         return extra[name]
     # A declared field, or nothing: pydantic's own lookup of a missing name is slow.
-    fields = getattr(type(obj), "model_fields", None)
-    return getattr(obj, name, None) if fields is None or name in fields else None
+    fields = _attr(type(obj), "model_fields")
+    return _attr(obj, name) if fields is None or name in fields else None
 
 
 def _as_dict(value: object) -> dict[str, Any]:
     if type(value) is dict:
         return value
-    dump = getattr(value, "model_dump", None)
+    dump = _attr(value, "model_dump")
     if callable(dump):
-        dumped = dump(exclude_unset=True)
+        try:
+            dumped = dump(exclude_unset=True)
+        except Exception as exc:
+            raise MalformedChunkError(f"usage.model_dump() raised {type(exc).__name__}") from exc
         if type(dumped) is dict:
             return dumped
     raise MalformedChunkError(f"usage must be an object, got {type(value).__name__}")
 
 
 def _where(choice_index: int, index: int | None, name: str | None) -> str:
-    where = f"tool call {index}" if index is not None else "a tool call"
+    where = f"tool call {excerpt(index)}" if index is not None else "a tool call"
     if name:
-        where += f" ({name})"
+        where += f" ({name if len(name) <= 64 else excerpt(name, 64)})"
     if choice_index:
-        where += f" of choice {choice_index}"
+        where += f" of choice {excerpt(choice_index)}"
     return where
 
 
@@ -285,15 +305,18 @@ class TurnReader:
         "_budget",
         "_calls0",
         "_choices",
+        "_closed",
         "_fast",
         "_keep",
         "_max_call",
+        "_max_identifier",
         "_named",
         "_on_error",
         "_on_open",
         "_opened",
         "_policy",
         "_stopped",
+        "_text_room",
         "normalizations",
         "usage",
     )
@@ -317,9 +340,12 @@ class TurnReader:
         self._opened = 0
         self._max_call = policy.limits.max_call_arguments
         self._budget = policy.limits.max_turn_arguments
+        self._text_room = policy.limits.max_text
+        self._max_identifier = policy.limits.max_identifier
         # The fast path only counts; recoveries that inspect pieces take the full path.
         self._fast = not policy.needs_piece_checks
         self._stopped = False
+        self._closed = False
         self.usage: dict[str, Any] | None = None
         self.normalizations: dict[str, int] = {}
 
@@ -370,7 +396,7 @@ class TurnReader:
                             call = self._calls0[index]
                         elif type(ci) is int:
                             call = self._choices[ci].calls[index]
-                except (KeyError, TypeError, IndexError, ValueError):
+                except Exception:  # noqa: BLE001 - the full path reads it again and reports
                     pass
             else:
                 # The same for pydantic models (the openai SDK's ChatCompletionChunk). Their
@@ -411,7 +437,7 @@ class TurnReader:
                                 call = self._calls0[index]
                             elif type(ci) is int:
                                 call = self._choices[ci].calls[index]
-                except (AttributeError, KeyError, TypeError, ValueError):
+                except Exception:  # noqa: BLE001 - the full path reads it again and reports
                     pass
             if call is not None:
                 # Within the call's grant, no limit can be passed; past it, the full path
@@ -426,6 +452,10 @@ class TurnReader:
                         self._report(error)
                     return _NO_EVENTS
         if self._stopped:
+            if self._closed:
+                raise RuntimeError(
+                    "feed() after close(): an Assembler reads one turn; make a new one"
+                )
             return _NO_EVENTS
         if self._on_error is None:
             return self._feed(chunk)
@@ -455,10 +485,10 @@ class TurnReader:
         else:
             if chunk is None or isinstance(chunk, str | bytes | int | float | list | tuple):
                 raise MalformedChunkError(f"a chunk must be an object, got {type(chunk).__name__}")
-            choices = getattr(chunk, "choices", None)
+            choices = _attr(chunk, "choices")
             if _extra(chunk, "error") is not None:
                 self._raise_provider_error(chunk)
-            usage = getattr(chunk, "usage", None)
+            usage = _attr(chunk, "usage")
         if usage is not None:
             self.usage = _as_dict(usage)
         if not choices:
@@ -475,15 +505,25 @@ class TurnReader:
                     f"a choice must be an object, got {type(choice).__name__}"
                 )
             else:
-                ci = getattr(choice, "index", 0)
-                delta = getattr(choice, "delta", None)
-                finish = getattr(choice, "finish_reason", None)
+                ci = _attr(choice, "index", 0)
+                delta = _attr(choice, "delta")
+                finish = _attr(choice, "finish_reason")
             if ci is None:
                 ci = 0
             state = self._choices.get(ci) if type(ci) is int else None
             if state is None:
-                if type(ci) is not int:
-                    raise MalformedChunkError(f"choice index must be an int, got {ci!r}")
+                if type(ci) is not int or not _MIN_INDEX <= ci <= _MAX_INDEX:
+                    raise MalformedChunkError(
+                        f"choice index must be an int of at most 64 bits, got {excerpt(ci)}"
+                    )
+                if len(self._choices) >= self._policy.limits.max_choices:
+                    limit = self._policy.limits.max_choices
+                    raise LimitExceededError(
+                        f"more than {limit} choices in one stream (Limits.max_choices)",
+                        limit="max_choices",
+                        value=limit,
+                        choice_index=ci,
+                    )
                 state = self._choices[ci] = _Choice(ci)
                 if ci == 0:
                     self._calls0 = state.calls
@@ -503,6 +543,8 @@ class TurnReader:
                         f"finish_reason must be a string, got {type(finish).__name__}"
                     )
                 if state.finish_reason is None:
+                    if len(finish) > self._max_identifier:
+                        raise self._identifier_too_long(state, None, "finish_reason")
                     state.finish_reason = finish
         return _NO_EVENTS if events is None else events
 
@@ -531,7 +573,7 @@ class TurnReader:
     def _object_delta(self, state: _Choice, delta: object) -> list[ToolCallStarted] | None:
         if isinstance(delta, str | bytes | int | float | list | tuple):
             raise MalformedChunkError(f"delta must be an object, got {type(delta).__name__}")
-        entries = getattr(delta, "tool_calls", None)
+        entries = _attr(delta, "tool_calls")
         named = None if entries is None else self._entries(state, entries)
         for slot, key in (
             ("content", "content"),
@@ -542,7 +584,7 @@ class TurnReader:
             value = _extra(delta, key)
             if value is not None:
                 self._write(state, slot, key, value)
-        legacy = getattr(delta, "function_call", None)
+        legacy = _attr(delta, "function_call")
         if legacy is not None:
             self._function_call(state, legacy, list(entries) if entries is not None else None)
         return named
@@ -565,11 +607,23 @@ class TurnReader:
 
     def _write(self, state: _Choice, slot: str, field: str, value: object) -> None:
         """Append a text piece (content, reasoning, refusal) to its per-choice buffer."""
+        text = self._text(state, field, value)
+        room = self._text_room - len(text)
+        if room < 0:
+            limit = self._policy.limits.max_text
+            raise LimitExceededError(
+                f"choice {state.index}: {field} passed Limits.max_text ({limit:,} characters "
+                f"of content, refusal and reasoning in one turn); nothing past it was kept",
+                limit="max_text",
+                value=limit,
+                choice_index=state.index,
+            )
+        self._text_room = room
         buffer = getattr(state, slot)
         if buffer is None:
             buffer = io.StringIO()
             setattr(state, slot, buffer)
-        buffer.write(self._text(state, field, value))
+        buffer.write(text)
 
     def _entry(self, state: _Choice, entry: object) -> ToolCallStarted | None:
         if state.legacy_name is not None or state.legacy_arguments is not None:
@@ -590,14 +644,14 @@ class TurnReader:
             raise MalformedChunkError(
                 f"a tool_calls entry must be an object, got {type(entry).__name__}"
             )
-        index = getattr(entry, "index", None)
+        index = _attr(entry, "index")
         return self._fragment(
             state,
             index,
             index is not None,
-            getattr(entry, "id", None),
-            getattr(entry, "type", None),
-            getattr(entry, "function", None),
+            _attr(entry, "id"),
+            _attr(entry, "type"),
+            _attr(entry, "function"),
         )
 
     def _fragment(
@@ -628,7 +682,7 @@ class TurnReader:
             call = self._resolve_missing_index(state, id)
         elif type(index) is not int:
             raise MalformedChunkError(
-                f"tool call index must be an int, got {index!r}"
+                f"tool call index must be an int, got {excerpt(index)}"
                 + ("" if has_index else " (no index)")
             )
         else:
@@ -647,9 +701,9 @@ class TurnReader:
             else:
                 raise MalformedChunkError(
                     f"{_where(state.index, call.index, call.name)}: id changed from "
-                    f"{call.id!r} to {id!r} inside one call; the provider reused an index for "
-                    f"another call or changed the id mid-call (Policy.split_reused_index and "
-                    f"Policy.keep_first_id recover each)",
+                    f"{excerpt(call.id)} to {excerpt(id)} inside one call; the provider reused "
+                    f"an index for another call or changed the id mid-call",
+                    hint=("the lenient policy recovers either (split_reused_index, keep_first_id)"),
                     **_at(call),
                 )
         event: ToolCallStarted | None = None
@@ -666,7 +720,7 @@ class TurnReader:
                 elif call.type != type_:
                     raise MalformedChunkError(
                         f"{_where(state.index, call.index, call.name)}: type changed from "
-                        f"{call.type!r} to {type_!r} inside one call",
+                        f"{excerpt(call.type)} to {excerpt(type_)} inside one call",
                         **_at(call),
                     )
             if name is not None:
@@ -676,13 +730,24 @@ class TurnReader:
                 elif call.name != name:
                     if not (policy.join_split_names and call.size == 0):
                         raise MalformedChunkError(
-                            f"{_where(state.index, call.index, call.name)}: name {name!r} "
-                            f"arrived after {call.name!r}; names are never concatenated "
-                            f"(Policy.join_split_names joins pieces sent before the arguments)",
+                            f"{_where(state.index, call.index, call.name)}: name {excerpt(name)} "
+                            f"arrived after {excerpt(call.name)}; names are never concatenated",
+                            hint=(
+                                "the lenient policy (join_split_names) joins name fragments sent "
+                                "before the arguments"
+                            ),
                             **_at(call),
                         )
+                    if len(call.name) + len(name) > self._max_identifier:
+                        # Joining is bounded too: each piece copies at most this many.
+                        raise self._identifier_too_long(state, call.index, "name")
                     self._count("joined_split_name")
-                    call.name += name
+                    # With the attribute cleared, the local holds the only reference and
+                    # += grows the string in place (amortised linear, not a copy per piece).
+                    joined = call.name
+                    call.name = None
+                    joined += name
+                    call.name = joined
                     event = self._name_known(call)
         if piece is not None:
             self._piece(state, call, piece)
@@ -707,6 +772,12 @@ class TurnReader:
         self._opened += 1
         if index is None:
             index = self._next_index(state)
+        elif not _MIN_INDEX <= index <= _MAX_INDEX:
+            # Every message formats the index: Python refuses to format ints past 4300 digits.
+            raise MalformedChunkError(
+                f"choice {state.index}: tool call index must fit in 64 bits, got {excerpt(index)}",
+                choice_index=state.index,
+            )
         call = Call(state.index, index, len(state.every) + 1, id, type_, name, self._keep)
         self._grant(call, 0)
         if self._policy.drop_resent_arguments:
@@ -722,23 +793,32 @@ class TurnReader:
         policy = self._policy
         if not isinstance(piece, str):
             if policy.object_arguments and isinstance(piece, dict) and call.size == 0:
+                try:
+                    piece = json.dumps(piece, ensure_ascii=False, allow_nan=False)
+                except (TypeError, ValueError, RecursionError) as exc:
+                    # An int past 4300 digits, NaN, a nesting too deep to write.
+                    raise MalformedChunkError(
+                        f"{_where(state.index, call.index, call.name)}: the object arguments "
+                        f"cannot be written as JSON ({type(exc).__name__})",
+                        **_at(call),
+                    ) from exc
                 self._count("object_arguments")
                 call.object_payload = True
-                piece = json.dumps(piece, ensure_ascii=False)
             else:
                 raise MalformedChunkError(
                     f"{_where(state.index, call.index, call.name)}: arguments must be a JSON "
-                    f"string piece, got {type(piece).__name__}"
-                    + (
-                        " (Policy.object_arguments accepts an object as the only payload)"
+                    f"string fragment, got {type(piece).__name__}",
+                    hint=(
+                        "the lenient policy (object_arguments) accepts an object as the only "
+                        "payload"
                         if isinstance(piece, dict)
-                        else ""
+                        else None
                     ),
                     **_at(call),
                 )
         elif call.object_payload and piece:
             raise MalformedChunkError(
-                f"{_where(state.index, call.index, call.name)}: string argument pieces after "
+                f"{_where(state.index, call.index, call.name)}: string argument fragments after "
                 f"an object payload; the two cannot be joined",
                 **_at(call),
             )
@@ -837,7 +917,7 @@ class TurnReader:
         piece = _get(legacy, "arguments")
         if piece is not None and not isinstance(piece, str):
             raise MalformedChunkError(
-                f"choice {state.index}: function_call.arguments must be a string piece, got "
+                f"choice {state.index}: function_call.arguments must be a string fragment, got "
                 f"{type(piece).__name__}"
             )
         if entries is not None:
@@ -851,8 +931,8 @@ class TurnReader:
             )
             if (name is not None and name not in names) or (piece and piece != pieces):
                 raise MalformedChunkError(
-                    f"choice {state.index}: the legacy function_call "
-                    f"({name!r}, {piece!r}) contradicts the tool_calls of the same delta",
+                    f"choice {state.index}: the legacy function_call ({excerpt(name)}, "
+                    f"{excerpt(piece)}) contradicts the tool_calls of the same delta",
                     choice_index=state.index,
                 )
             self._count("ignored_function_call_mirror")
@@ -868,8 +948,8 @@ class TurnReader:
                 state.legacy_name = name
             elif state.legacy_name != name:
                 raise MalformedChunkError(
-                    f"choice {state.index}: function_call name {name!r} arrived after "
-                    f"{state.legacy_name!r}",
+                    f"choice {state.index}: function_call name {excerpt(name)} arrived after "
+                    f"{excerpt(state.legacy_name)}",
                     choice_index=state.index,
                     name=state.legacy_name,
                 )
@@ -893,8 +973,7 @@ class TurnReader:
     def _count(self, normalization: str) -> None:
         self.normalizations[normalization] = self.normalizations.get(normalization, 0) + 1
 
-    @staticmethod
-    def _identity(state: _Choice, index: object, field: str, value: object) -> str | None:
+    def _identity(self, state: _Choice, index: object, field: str, value: object) -> str | None:
         if value is None or value == "":
             return None
         if type(value) is not str:
@@ -902,7 +981,20 @@ class TurnReader:
                 f"{_where(state.index, index if type(index) is int else None, None)}: "
                 f"{field} must be a string, got {type(value).__name__}"
             )
+        if len(value) > self._max_identifier:
+            raise self._identifier_too_long(state, index, field)
         return value
+
+    def _identifier_too_long(self, state: _Choice, index: object, field: str) -> LimitExceededError:
+        limit = self._max_identifier
+        return LimitExceededError(
+            f"{_where(state.index, index if type(index) is int else None, None)}: {field} "
+            f"passed Limits.max_identifier ({limit:,} characters)",
+            limit="max_identifier",
+            value=limit,
+            choice_index=state.index,
+            index=index if type(index) is int else None,
+        )
 
     def _resolve_missing_index(self, state: _Choice, id: str | None) -> Call | None:
         calls = state.calls
@@ -941,12 +1033,7 @@ class TurnReader:
         code = _get(source, "code") if not isinstance(source, str) else None
         if code is None and not isinstance(source, str):
             code = _get(source, "type")
-        raise ProviderError(
-            f"the provider reported an error inside the stream: {message or source!r} "
-            f"(code {code!r}); nothing was emitted, the request can be retried",
-            code=code,
-            body=source,
-        )
+        raise provider_error(message or source, code, source)
 
     # -- reading the state ---------------------------------------------------------------
 
@@ -974,7 +1061,14 @@ class TurnReader:
         )
 
     def close_choices(self) -> tuple[AssistantTurn, ...]:
-        """Return one turn per choice, ordered by choice index, or raise (rules 12-15)."""
+        """Return one turn per choice, ordered by choice index, or raise (rules 12-15).
+
+        Once only: a second call, or ``feed`` after it, raises ``RuntimeError``.
+        """
+        if self._closed:
+            raise RuntimeError("close() was already called: an Assembler reads one turn")
+        self._closed = True
+        self.stop()
         buffers = [call.buffer() for call in self.calls()]
         end = check_finish(self.end(), buffers, self._policy)
         return every_turn(build_turns(buffers, end, self._policy))
@@ -1013,8 +1107,8 @@ def check_finish(
                 continue
             raise StreamInterruptedError(
                 f"{where}the stream ended without a finish_reason, so the turn may be cut "
-                f"off; retry, or pass require_finish_reason=False for a provider that never "
-                f"sends one",
+                f"off (a provider that never sends one needs require_finish_reason=False)",
+                hint=RETRY_HINT,
                 **about,
             )
         if reason == "length":
@@ -1022,8 +1116,8 @@ def check_finish(
                 raise TruncatedToolCallError(
                     f"{_where(choice.index, last.index, last.name)}: finish_reason 'length' "
                     f"while a tool call was open, after {len(last.arguments):,} argument "
-                    f"characters: the token limit cut it off; raise max_tokens and retry "
-                    f"(never repaired)",
+                    f"characters: the token limit cut it off (never repaired)",
+                    hint="raise max_tokens and retry the request",
                     **about,
                 )
         elif reason == "content_filter":
@@ -1035,14 +1129,19 @@ def check_finish(
         elif reason == "error":
             raise ProviderError(
                 f"{where}the provider ended the choice with finish_reason 'error'; "
-                f"nothing was emitted, the request can be retried"
+                f"nothing was emitted",
+                choice_index=choice.index,
+                finish_reason=reason,
             )
         elif reason == "tool_calls" and last is None:
             if not policy.accept_tool_calls_finish_without_calls:
                 raise MalformedChunkError(
                     f"{where}finish_reason 'tool_calls' but no tool call was streamed: calls "
-                    f"may have been lost; retry (Policy.accept_tool_calls_finish_without_calls "
-                    f"accepts it)",
+                    f"may have been lost",
+                    hint=(
+                        "retry the request; the lenient policy "
+                        "(accept_tool_calls_finish_without_calls) accepts it"
+                    ),
                     **about,
                 )
             normalizations["tool_calls_finish_without_calls"] = (
@@ -1057,48 +1156,89 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_INFINITY = float("inf")
+
+
+def _finite_float(text: str) -> float:
+    # 1e999 (or 400 digits) is valid JSON text but parses to infinity, which no tool can use
+    # and json.dumps would write back as the non-JSON token Infinity.
+    value = float(text)
+    if value == _INFINITY or value == -_INFINITY:
+        raise ValueError("a number is too large for a double (it would parse to infinity)")
+    return value
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     value = dict(pairs)
     if len(value) != len(pairs):
         seen: set[str] = set()
         repeated = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise ValueError(f"the key {repeated!r} appears twice in one object")
+        raise ValueError(f"the key {excerpt(repeated)} appears twice in one object")
     return value
 
 
-# A tail that a longer text could still turn into a number or a literal.
-_OPEN_NUMBER = re.compile(r"-?\d*\.?\d*(?:[eE][-+]?\d*)?")
+# A text that more characters could still turn into a JSON number: JSON's own grammar, ASCII
+# digits only. Possessive quantifiers never backtrack, so a failed match is linear in its length
+# (the old greedy pattern retried every split of a digit run: quadratic).
+_OPEN_NUMBER = re.compile(r"-?(?:(?:0|[1-9][0-9]*+)(?:\.[0-9]*+|(?:\.[0-9]++)?[eE][-+]?[0-9]*+)?)?")
+# The characters of a number token, read backwards from where the scanner stopped.
+_NUMBER_RUN = re.compile(r"[-+.eE0-9]*+")
 _LITERALS = ("true", "false", "null")
 
 
 # One decoder each, made once: json.loads with hooks builds a new decoder on every call.
 # Decoders keep no state between calls, so sharing them is safe.
-_STRICT = json.JSONDecoder(parse_constant=_reject_constant)
-_UNIQUE_KEYS = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_UNIQUE_KEYS = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
+)
 
 
 def _ends_inside_value(text: str, exc: json.JSONDecodeError) -> bool:
-    """Whether the parser stopped because the text ran out, not because it was wrong."""
+    """Whether the parser stopped because the text ran out, not because it was wrong.
+
+    True when ``text`` (trailing whitespace aside) is the start of some valid JSON text.
+    Linear in the length of the text (it runs only after a failed parse).
+    """
     msg, pos = exc.msg, exc.pos
     if msg.startswith("Unterminated string"):
         return True
     if msg.startswith("Invalid \\uXXXX escape"):
-        # pos is the backslash: a cut escape has fewer than four characters after "\u".
-        return len(text) - pos < 6
-    if msg == "Extra data":
+        # A cut escape: at most four characters after its "\u" (the scanner wants one more
+        # after a complete escape at the end), every one a hex digit.
+        # (pos is at the backslash or at the "u", depending on the scanner.)
+        start = text.rfind("\\u", max(0, pos - 1), pos + 2)
+        digits = text[start + 2 :]
+        return start >= 0 and len(digits) <= 4 and all(c in _HEX for c in digits)
+    if msg == "Extra data" or msg.startswith("Invalid"):
+        # A control character or an unknown escape inside a string: no text can mend it
+        # (a control character may be whitespace, which the next step would strip).
         return False
     tail = text[pos:].rstrip()
     if not tail:
         return True
+    if msg == "Expecting value" and len(tail) < 5 and any(t.startswith(tail) for t in _LITERALS):
+        return True
     if msg == "Expecting value":
-        if any(literal.startswith(tail) for literal in _LITERALS):
-            return True
-        return tail[0] in "-0123456789" and _OPEN_NUMBER.fullmatch(tail) is not None
-    # The scanner stops inside "1." or "1e" right after the digits it accepted.
-    start = pos
-    while start > 0 and text[start - 1] in "-0123456789":
-        start -= 1
-    return start < pos and _OPEN_NUMBER.fullmatch(text[start:].rstrip()) is not None
+        # The scanner stops at the start of a number it cannot read yet ("-").
+        token = tail
+    else:
+        # Or right after the part it accepted ("1" of "1.", "1.5" of "1.5e+"): the token
+        # runs from the number's start to the end.
+        run = _NUMBER_RUN.match(text[pos - 1 :: -1]).end() if pos else 0  # type: ignore[union-attr]
+        if not run:
+            return False
+        token = text[pos - run :].rstrip()
+    return token[:1] in _NUMBER_START and _OPEN_NUMBER.fullmatch(token) is not None
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+_NUMBER_START = frozenset("-0123456789")
+
+
+def _json_failure(exc: json.JSONDecodeError) -> str:
+    # Some of the parser's messages end in "at" ("Invalid control character at").
+    return f"{exc.msg.removesuffix(' at')} at character {exc.pos}"
 
 
 def _depth(value: object, limit: int) -> bool:
@@ -1136,13 +1276,15 @@ def _parse(buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None) ->
         where = _where_buffer(buffer)
         if _ends_inside_value(text, exc):
             raise TruncatedToolCallError(
-                f"{where}: the arguments end inside a JSON value ({exc.msg} at {exc.pos} of "
-                f"{len(text)} characters): the call was cut off; retry (never repaired)",
+                f"{where}: the arguments end inside a JSON value ({_json_failure(exc)} of "
+                f"{len(text)}): the call was cut off (never repaired)",
+                hint=RETRY_HINT,
                 **_at_buffer(buffer, finish_reason),
             ) from exc
         raise InvalidArgumentsError(
-            f"{where}: the arguments are not valid JSON ({exc.msg} at character {exc.pos}); "
-            f"the model produced a malformed call, retry the turn",
+            f"{where}: the arguments are not valid JSON ({_json_failure(exc)}): the model "
+            f"produced a malformed call",
+            hint="retry the request: the model may well get it right the next time",
             **_at_buffer(buffer, finish_reason),
         ) from exc
     except RecursionError as exc:
@@ -1153,8 +1295,12 @@ def _parse(buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None) ->
             **_at_buffer(buffer, finish_reason),
         ) from exc
     except ValueError as exc:
+        reason = str(exc)
+        if "integer string conversion" in reason:
+            # Python's own text names sys.set_int_max_str_digits: advice for the caller.
+            reason = f"an integer has more than {sys.get_int_max_str_digits()} digits"
         raise InvalidArgumentsError(
-            f"{_where_buffer(buffer)}: the arguments are not strict JSON ({exc})",
+            f"{_where_buffer(buffer)}: the arguments are not strict JSON ({reason})",
             **_at_buffer(buffer, finish_reason),
         ) from exc
     if type(value) is not dict:
@@ -1197,8 +1343,8 @@ def _complete(
     if call_id is None:
         if not policy.synthesize_missing_ids:
             raise MalformedChunkError(
-                f"{_where_buffer(buffer)}: no id was ever sent, so no tool message could answer it "
-                f"(Policy.synthesize_missing_ids makes one up)",
+                f"{_where_buffer(buffer)}: no id was ever sent, so no tool message could answer it",
+                hint="the lenient policy (synthesize_missing_ids) makes one up",
                 **_at_buffer(buffer, finish_reason),
             )
         count("synthesized_id")
@@ -1217,15 +1363,36 @@ def _validate(
 ) -> None:
     import jsonschema  # the "schema" extra; Policy checks it is installed
 
-    error = jsonschema.exceptions.best_match(
-        jsonschema.validators.validator_for(schema)(schema).iter_errors(value)
-    )
+    try:
+        error = jsonschema.exceptions.best_match(
+            jsonschema.validators.validator_for(schema)(schema).iter_errors(value)
+        )
+    except RecursionError as exc:
+        # Policy refuses a schema that recurses on any value; this one recursed on this value.
+        raise InvalidArgumentsError(
+            f"{_where_buffer(buffer)}: the arguments nest too deep to check against the "
+            f"tool's JSON schema",
+            **_at_buffer(buffer, finish_reason),
+        ) from exc
     if error is not None:
         raise InvalidArgumentsError(
-            f"{_where_buffer(buffer)}: the arguments do not "
-            f"match the tool's JSON schema: {error.message}",
+            f"{_where_buffer(buffer)}: the arguments do not match the tool's JSON schema "
+            f"at {error.json_path[:64]}{'…' if len(error.json_path) > 64 else ''}: "
+            f"{_schema_failure(error)}",
             **_at_buffer(buffer, finish_reason),
         )
+
+
+def _schema_failure(error: Any) -> str:
+    """What a schema error says, without the value itself (it may hold a secret)."""
+    kind = type(error.instance).__name__
+    keyword = error.validator
+    if keyword == "type":
+        return f"a value of type {kind} is not of type {excerpt(error.validator_value, 40)}"
+    if keyword == "required":
+        missing = [p for p in error.validator_value if p not in error.instance]
+        return f"{excerpt(missing[0] if missing else '?', 40)} is a required property"
+    return f"a value of type {kind} fails {excerpt(keyword)} ({excerpt(error.validator_value, 40)})"
 
 
 def build_turns(
@@ -1275,7 +1442,11 @@ def every_turn(turns: tuple[AssistantTurn, ...]) -> tuple[AssistantTurn, ...]:
     """All turns, one per choice; a stream without any choice is an interruption."""
     if not turns:
         raise StreamInterruptedError(
-            "the stream completed without any choice: no turn to assemble; retry"
+            "the stream completed without any choice: no turn to assemble",
+            hint=(
+                "retry the request; if the chunks were read by another subscriber first "
+                "(share() over a synchronous source), use assemble_with_progress()"
+            ),
         )
     return turns
 
@@ -1285,14 +1456,24 @@ def single_turn(turns: tuple[AssistantTurn, ...]) -> AssistantTurn:
     if len(every_turn(turns)) == 1:
         return turns[0]
     raise MultipleChoicesError(
-        f"the stream carries {len(turns)} choices (n>1); use assemble_choices() to get "
-        f"every choice atomically"
+        f"the stream carries {len(turns)} choices (n>1) and this operator returns one",
+        hint="assemble_choices() returns every choice atomically",
     )
 
 
-def resolve_policy(policy: Policy | None, require_finish_reason: bool | None) -> Policy:
-    """``policy`` (default: ``DEFAULT``) with the ``require_finish_reason`` shortcut applied."""
-    chosen = DEFAULT if policy is None else policy
+def resolve_policy(
+    policy: Policy | PolicyName | None, require_finish_reason: bool | None
+) -> Policy:
+    """``policy`` (``DEFAULT`` when None, or a name) with the ``require_finish_reason`` shortcut.
+
+    Raises ``TypeError`` (``ValueError`` for an unknown name) at once for anything else.
+    """
+    chosen = named_policy(policy)
+    if require_finish_reason is not None and type(require_finish_reason) is not bool:
+        raise TypeError(
+            f"require_finish_reason must be a bool or None, got "
+            f"{type(require_finish_reason).__name__}"
+        )
     if require_finish_reason is None or require_finish_reason == chosen.require_finish_reason:
         return chosen
     return replace(chosen, require_finish_reason=require_finish_reason)
@@ -1315,7 +1496,10 @@ class Assembler(TurnReader):
     __slots__ = ()
 
     def __init__(
-        self, policy: Policy | None = None, *, require_finish_reason: bool | None = None
+        self,
+        policy: Policy | PolicyName | None = None,
+        *,
+        require_finish_reason: bool | None = None,
     ) -> None:
         super().__init__(resolve_policy(policy, require_finish_reason))
 

@@ -16,12 +16,53 @@ __all__ = [
     "ToolCallStreamError",
     "TruncatedToolCallError",
     "UnknownToolError",
+    "clip",
+    "excerpt",
+    "provider_error",
+    "retryable",
 ]
+
+
+def excerpt(value: object, width: int = 32) -> str:
+    """A short, bounded rendering of ``value`` for an error message; never the whole value.
+
+    Strings longer than ``width`` keep their first ``width`` characters and their length;
+    containers and other objects are named by type and size, not rendered (a message must not
+    carry a payload, and ``repr`` of an int past 4300 digits raises).
+
+    >>> excerpt("call_1"), excerpt("x" * 100, 4), excerpt([1, 2])
+    ("'call_1'", "'xxxx'… (100 characters)", 'a list of 2 items')
+    """
+    if isinstance(value, str):
+        if len(value) <= width:
+            return repr(value)
+        return f"{value[:width]!r}… ({len(value):,} characters)"
+    if isinstance(value, bytes):
+        return f"{len(value):,} bytes"
+    if value is None or isinstance(value, bool | float):
+        return repr(value)
+    if isinstance(value, int):
+        if value.bit_length() <= 64:
+            return repr(value)
+        return f"an integer of {value.bit_length():,} bits"
+    kind = type(value).__name__
+    try:
+        size = len(value)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - any object may be described; its len() may raise
+        return f"a {kind} object"
+    return f"a {kind} of {size:,} item{'' if size == 1 else 's'}"
+
+
+def clip(text: str, width: int = 200) -> str:
+    """``text`` itself when short, else its first ``width`` characters and an ellipsis."""
+    return text if len(text) <= width else text[:width] + "…"
 
 
 class ToolCallStreamError(Exception):
     """Root of every error rxtoolcalls raises; nothing of the turn was emitted.
 
+    The message says what happened; ``hint`` (or ``None``) says what to try, in words that
+    fit any front end (a program, a log, a command line that formats it its own way).
     Diagnostics for logs and bug reports (``None`` when unknown or not about one call):
     ``choice_index``, ``index`` and ``name`` locate the call; ``received`` counts the argument
     characters it had received; ``finish_reason`` is the one the choice sent. Never a call
@@ -37,6 +78,7 @@ class ToolCallStreamError(Exception):
         name: str | None = None,
         received: int | None = None,
         finish_reason: str | None = None,
+        hint: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -45,6 +87,7 @@ class ToolCallStreamError(Exception):
         self.name = name
         self.received = received
         self.finish_reason = finish_reason
+        self.hint = hint
 
 
 class MalformedChunkError(ToolCallStreamError):
@@ -59,13 +102,78 @@ class StreamInterruptedError(ToolCallStreamError):
     """The source failed (original kept as ``__cause__``) or ended without a finish_reason."""
 
 
-class ProviderError(StreamInterruptedError):
-    """The provider reported an error inside the stream; ``code`` and ``body`` are its own."""
+_RETRYABLE_TYPES = frozenset(
+    {"overloaded_error", "rate_limit_error", "rate_limit_exceeded", "server_error", "api_error"}
+)
+_FINAL_TYPES = frozenset(
+    {
+        "invalid_request_error",
+        "context_length_exceeded",
+        "authentication_error",
+        "permission_error",
+        "not_found_error",
+        "invalid_api_key",
+    }
+)
+_CONTEXT_WORDS = ("context length", "context_length", "maximum context", "context window")
 
-    def __init__(self, message: str, *, code: object = None, body: object = None) -> None:
-        super().__init__(message)
+
+def retryable(code: object, body: object = None) -> bool | None:
+    """Whether sending the same request again can help, from an error's code and body.
+
+    ``True`` for HTTP 408, 409, 429 and 5xx and for the types ``overloaded_error``,
+    ``rate_limit_error``, ``rate_limit_exceeded``, ``server_error`` and ``api_error``;
+    ``False`` for every other 4xx, for ``invalid_request_error`` and the like (a bad key, a
+    missing model), and for a context-length error, whatever its status; ``None`` when nothing
+    says (``finish_reason: "error"`` alone, an unknown code).
+    """
+    found: list[object] = [code]
+    text = ""
+    stack = [body]
+    while stack:
+        part = stack.pop()
+        if isinstance(part, dict):
+            found.extend(part.get(k) for k in ("code", "type", "status", "status_code"))
+            message = part.get("message")
+            if isinstance(message, str):
+                text += message[:1000].lower()
+            stack.extend(v for k, v in part.items() if k == "error")
+    words = {str(v).lower() for v in found if isinstance(v, str)}
+    statuses = {v for v in found if type(v) is int}
+    statuses |= {int(w) for w in words if w.isdigit() and len(w) == 3}
+    if any(word in text for word in _CONTEXT_WORDS) or "context_length_exceeded" in words:
+        return False
+    if words & _RETRYABLE_TYPES or any(s in (408, 409, 429) or 500 <= s <= 599 for s in statuses):
+        return True
+    if words & _FINAL_TYPES or any(400 <= s <= 499 for s in statuses):
+        return False
+    return None
+
+
+class ProviderError(StreamInterruptedError):
+    """The provider reported an error inside the stream; ``code`` and ``body`` are its own.
+
+    ``retryable`` says whether sending the same request again can help: ``True`` (rate
+    limits, overload, server errors), ``False`` (a bad request, a context-length error) or
+    ``None`` (unknown); ``retryable()`` decides it from ``code`` and ``body`` unless it is
+    given. Only a ``True`` one says "retry" (in its ``hint``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: object = None,
+        body: object = None,
+        retryable: bool | None = None,
+        hint: str | None = None,
+        choice_index: int | None = None,
+        finish_reason: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint, choice_index=choice_index, finish_reason=finish_reason)
         self.code = code
         self.body = body
+        self.retryable = _retryable(code, body) if retryable is None else retryable
 
 
 class TruncatedToolCallError(ToolCallStreamError):
@@ -80,8 +188,34 @@ class InvalidArgumentsError(ToolCallStreamError):
     """A closed argument buffer is not exactly one complete JSON object."""
 
 
+_retryable = retryable
+
+RETRY_HINT = "retry the request: nothing was emitted, so a retry cannot duplicate anything"
+
+
+def provider_error(message: object, code: object, body: object, where: str = "") -> ProviderError:
+    """The ``ProviderError`` for an in-band error: bounded text, ``retryable`` and its hint."""
+    said = clip(message, 200) if isinstance(message, str) else excerpt(message, 200)
+    error = ProviderError(
+        f"{where}the provider reported an error inside the stream: {said} "
+        f"(code {excerpt(code)}); nothing was emitted",
+        code=code,
+        body=body,
+    )
+    if error.retryable:
+        error.hint = RETRY_HINT
+    elif error.retryable is False:
+        error.hint = (
+            "sending the same request again fails the same way: shorten the conversation "
+            "or lower max_tokens"
+            if retryable(None, {"message": said}) is False
+            else "sending the same request again fails the same way: fix the request"
+        )
+    return error
+
+
 class LimitExceededError(ToolCallStreamError):
-    """Output passed a ``Limits`` ceiling (argument size, number of calls, nesting depth).
+    """Output passed a ``Limits`` ceiling (sizes, counts, nesting depth, SSE event size).
 
     ``limit`` names the ceiling and ``value`` is its setting; nothing past it was stored.
     """
@@ -97,6 +231,7 @@ class LimitExceededError(ToolCallStreamError):
         name: str | None = None,
         received: int | None = None,
         finish_reason: str | None = None,
+        hint: str | None = None,
     ) -> None:
         super().__init__(
             message,
@@ -105,6 +240,7 @@ class LimitExceededError(ToolCallStreamError):
             name=name,
             received=received,
             finish_reason=finish_reason,
+            hint=hint,
         )
         self.limit = limit
         self.value = value

@@ -8,9 +8,9 @@ from typing import Generic, TypeAlias, TypeVar, cast
 from reactivex import Observable, abc
 from reactivex.disposable import SingleAssignmentDisposable
 
-from ._errors import StreamInterruptedError, ToolCallStreamError
+from ._errors import RETRY_HINT, StreamInterruptedError, ToolCallStreamError, clip
 
-__all__ = ["Fail", "Stage", "interrupted", "lift"]
+__all__ = ["Fail", "Stage", "SubscriberRaised", "interrupted", "lift"]
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -22,7 +22,8 @@ def interrupted(error: Exception) -> ToolCallStreamError:
         return error
     wrapped = StreamInterruptedError(
         f"the chunk stream failed before the turn was complete "
-        f"({type(error).__name__}: {error}); nothing was emitted, the request can be retried"
+        f"({type(error).__name__}: {clip(str(error))}); nothing was emitted",
+        hint=RETRY_HINT,
     )
     wrapped.__cause__ = error
     return wrapped
@@ -55,6 +56,49 @@ class Stage(Generic[A]):
 Fail: TypeAlias = Callable[[Exception], None]
 
 
+class SubscriberRaised(BaseException):
+    """Carries an exception raised by the subscriber's own callback up through our stages.
+
+    A ``BaseException`` so that no ``except Exception`` of a stage (which routes the stage's
+    own errors to ``on_error``) takes it for one; ``lift`` raises the original again.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class _Guarded(abc.ObserverBase[B]):
+    """The downstream observer as a stage sees it: its exceptions become ``SubscriberRaised``."""
+
+    __slots__ = ("_observer", "_raised")
+
+    def __init__(self, observer: abc.ObserverBase[B], raised: Callable[[], None]) -> None:
+        self._observer = observer
+        self._raised = raised
+
+    def on_next(self, value: B) -> None:
+        try:
+            self._observer.on_next(value)
+        except Exception as error:  # noqa: BLE001 - the subscriber's own: carried up as raised
+            self._raised()
+            raise SubscriberRaised(error) from None
+
+    def on_error(self, error: Exception) -> None:
+        try:
+            self._observer.on_error(error)
+        except Exception as own:  # noqa: BLE001 - the subscriber's own: carried up as raised
+            self._raised()
+            raise SubscriberRaised(own) from None
+
+    def on_completed(self) -> None:
+        try:
+            self._observer.on_completed()
+        except Exception as error:  # noqa: BLE001 - the subscriber's own: carried up as raised
+            self._raised()
+            raise SubscriberRaised(error) from None
+
+
 def lift(
     make_stage: Callable[[abc.ObserverBase[B], Fail], Stage[A]],
 ) -> Callable[[Observable[A]], Observable[B]]:
@@ -65,6 +109,13 @@ def lift(
     callbacks goes to ``fail``, as raised (one that is not a ``ToolCallStreamError`` is a bug,
     kept visible); the source is disposed and later notifications are dropped. Source errors
     arrive typed (``interrupted``).
+
+    An exception raised by the subscriber's own callback (``on_next``, ``on_error``,
+    ``on_completed`` of the downstream observer) is not the stream's: it is never retried,
+    re-typed or sent to ``on_error``; the subscription stops, the source is disposed, nothing
+    runs after it, and it propagates to whoever delivered the notification (the caller of
+    ``subscribe()``, or the scheduler) exactly as raised. A ``direct`` stage must not call the
+    observer from ``on_next``.
     """
 
     def operator(source: Observable[A]) -> Observable[B]:
@@ -74,40 +125,83 @@ def lift(
             upstream = SingleAssignmentDisposable()
             stopped = False
 
+            def raised() -> None:
+                nonlocal stopped
+                stopped = True
+                upstream.dispose()
+
+            guarded = _Guarded(observer, raised)
+
             def fail(error: Exception) -> None:
                 nonlocal stopped
                 if stopped:
                     return
                 stopped = True
-                if stage.on_error is not None:
-                    stage.on_error(error)
-                observer.on_error(error)
-                upstream.dispose()
+                try:
+                    if stage.on_error is not None:
+                        stage.on_error(error)
+                    # Not guarded: an exception of the subscriber's on_error leaves as it is.
+                    observer.on_error(error)
+                finally:
+                    upstream.dispose()
 
-            stage = make_stage(observer, fail)
+            stage = make_stage(guarded, fail)
             step = stage.on_next
 
             def on_source_error(error: Exception) -> None:
-                fail(interrupted(error))
+                own: BaseException | None = None
+                try:
+                    fail(interrupted(error))
+                except SubscriberRaised as carried:
+                    own = carried.error
+                if own is not None:
+                    raised()
+                    raise own
 
             def on_next(value: A) -> None:
                 if stopped:
                     return
+                own: BaseException | None = None
                 try:
                     step(value)
-                except Exception as error:  # noqa: BLE001 - routed to on_error, never lost
-                    fail(error)
+                except SubscriberRaised as carried:
+                    own = carried.error
+                except Exception as error:  # the stage's own: routed to on_error, never lost
+                    if stopped:
+                        # The stage reported its error already: this one is the subscriber's
+                        # on_error raising, and leaves as it is.
+                        raise
+                    try:
+                        fail(error)
+                    except SubscriberRaised as carried:
+                        own = carried.error
+                if own is not None:
+                    raised()
+                    # Outside the handler: the subscriber's exception leaves as it was raised.
+                    raise own
 
             def on_completed() -> None:
                 nonlocal stopped
                 if stopped:
                     return
+                own: BaseException | None = None
                 try:
                     stage.on_completed()
-                except Exception as error:  # noqa: BLE001 - routed to on_error, never lost
-                    fail(error)
-                    return
+                except SubscriberRaised as carried:
+                    own = carried.error
+                except Exception as error:  # the stage's own: routed to on_error, never lost
+                    if stopped:
+                        # The stage reported its error already: this one is the subscriber's
+                        # on_error raising, and leaves as it is.
+                        raise
+                    try:
+                        fail(error)
+                    except SubscriberRaised as carried:
+                        own = carried.error
                 stopped = True
+                if own is not None:
+                    raised()
+                    raise own
 
             upstream.disposable = source.subscribe(
                 # reactivex ignores what on_next returns (the reader returns its events).

@@ -4,23 +4,62 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
-__all__ = ["DEFAULT", "LENIENT", "Limits", "Policy"]
+__all__ = ["DEFAULT", "LENIENT", "Limits", "Policy", "PolicyName", "named_policy"]
+
+
+def check_schema(name: str, schema: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` unless ``schema`` is a JSON schema that can check arguments.
+
+    A schema that breaks its metaschema (``{"type": 5}``, a bad ``pattern``), refers to
+    nothing, or refers to itself without end (``{"$ref": "#"}``) is the caller's bug, told
+    when the policy is built rather than in the middle of a stream.
+    """
+    import jsonschema
+
+    try:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(dict(schema))
+        # A trial run finds references to nowhere and self-references without end.
+        for probe in ({}, {"": None}):
+            jsonschema.exceptions.best_match(cls(schema).iter_errors(probe))
+    except jsonschema.exceptions.SchemaError as exc:
+        raise ValueError(
+            f"the JSON schema of tool {name!r} is invalid at {exc.json_path}: {exc.message:.120}"
+        ) from exc
+    except RecursionError as exc:
+        raise ValueError(f"the JSON schema of tool {name!r} refers to itself without end") from exc
+    except Exception as exc:
+        raise ValueError(
+            f"the JSON schema of tool {name!r} cannot be applied ({type(exc).__name__})"
+        ) from exc
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Ceilings against hostile or runaway output; exceeding one is a ``LimitExceededError``.
 
-    Argument sizes count characters of the JSON text as received (before any parsing), checked
-    before a piece is stored, so nothing is kept past a limit.
+    Every field the assembler accumulates has one. Sizes count characters as received (before
+    any parsing), checked before a fragment is stored, so nothing is kept past a limit:
+
+    - ``max_call_arguments``, ``max_turn_arguments``: argument text of one call, of the turn
+      (every call of every choice, legacy ``function_call`` included);
+    - ``max_calls``: tool calls opened in the turn; ``max_choices``: choices in the stream;
+    - ``max_depth``: nesting of parsed arguments;
+    - ``max_text``: content, refusal and reasoning of the turn together (every choice);
+    - ``max_identifier``: one id, name (joined fragments included), type or finish_reason;
+    - ``max_event``: one server-sent event, and one line of the event stream (``from_sse``).
     """
 
     max_call_arguments: int = 4 * 1024 * 1024
     max_turn_arguments: int = 16 * 1024 * 1024
     max_calls: int = 128
     max_depth: int = 128
+    max_event: int = 64 * 1024 * 1024
+    max_text: int = 16 * 1024 * 1024
+    max_identifier: int = 1024
+    max_choices: int = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,12 +75,12 @@ class Policy:
       (Ollama, vLLM, SGLang send every parallel call as index 0).
     - ``keep_first_id`` (6): an id that changes inside one call keeps the first one.
     - ``synthesize_missing_ids`` (8): a call without id gets ``"call_rx_<choice>_<index>"``.
-    - ``join_split_names`` (10): a name piece that differs from the name so far is appended
+    - ``join_split_names`` (10): a name fragment that differs from the name so far is appended
       while no argument has arrived (Gemini streams ``get_wea`` + ``ther``).
     - ``object_arguments`` (12): arguments sent as a JSON object (not a string) are accepted
       as the call's only payload and serialised once.
-    - ``drop_resent_arguments`` (13): a piece equal to everything received so far is a resend
-      and dropped; a piece that starts with everything received so far replaces it (cumulative
+    - ``drop_resent_arguments`` (13): a fragment equal to everything received so far is a resend
+      and dropped; a fragment that starts with everything received so far replaces it (cumulative
       snapshots).
     - ``accept_tool_calls_finish_without_calls`` (15): ``finish_reason="tool_calls"`` with no
       tool call streamed is accepted instead of refused.
@@ -75,6 +114,9 @@ class Policy:
                 raise ImportError(
                     "validate_arguments needs jsonschema: pip install 'rxtoolcalls[schema]'"
                 ) from exc
+            for name, schema in (self.tools or {}).items():
+                if schema is not None:
+                    check_schema(name, schema)
 
     def with_tools(self, tools: object) -> Policy:
         """A copy that knows the request's declared tools (the ``tools=`` list sent to the API).
@@ -101,7 +143,7 @@ class Policy:
 
     @property
     def needs_piece_checks(self) -> bool:
-        """Whether argument pieces need more than counting (the hot path's fast case)."""
+        """Whether argument fragments need more than counting (the hot path's fast case)."""
         return self.drop_resent_arguments or self.object_arguments or self.join_split_names
 
 
@@ -119,3 +161,28 @@ LENIENT = Policy(
     accept_tool_calls_finish_without_calls=True,
 )
 """Every recovery of the catalogue; each one that fires is counted in ``turn.normalizations``."""
+
+
+PolicyName: TypeAlias = Literal["default", "lenient"]
+"""What every operator accepts in place of a ``Policy``: the name of ``DEFAULT`` or ``LENIENT``."""
+
+_NAMED: dict[str, Policy] = {"default": DEFAULT, "lenient": LENIENT}
+
+
+def named_policy(policy: Policy | PolicyName | None) -> Policy:
+    """``policy`` itself, the policy of that name, or ``DEFAULT`` for ``None``.
+
+    Raises ``ValueError`` for another name and ``TypeError`` for anything else, at once (an
+    operator calls this when it is built, not when the stream runs).
+    """
+    if policy is None:
+        return DEFAULT
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, str):
+        found = _NAMED.get(policy.lower())
+        if found is None:
+            shown = policy if len(policy) <= 32 else policy[:32] + "…"
+            raise ValueError(f"no policy is named {shown!r}: use 'default', 'lenient' or a Policy")
+        return found
+    raise TypeError(f"policy must be a Policy, 'default' or 'lenient', got {type(policy).__name__}")

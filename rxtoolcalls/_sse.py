@@ -11,12 +11,22 @@ from __future__ import annotations
 
 import codecs
 import json
+import sys
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import MalformedChunkError, ProviderError
+from ._errors import (
+    LimitExceededError,
+    MalformedChunkError,
+    ProviderError,
+    excerpt,
+    provider_error,
+)
+from ._policy import Limits
 
-__all__ = ["DONE", "SSEDecoder", "ServerSentEvent", "chunk_from_event"]
+DEFAULT_LIMITS = Limits()
+
+__all__ = ["DONE", "SSEDecoder", "ServerSentEvent", "chunk_from_event", "load_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,16 +47,37 @@ class SSEDecoder:
     >>> decoder = SSEDecoder()
     >>> decoder.feed(b'data: {"a"') + decoder.feed(b": 1}\n\n: comment\n")
     [ServerSentEvent(event='message', data='{"a": 1}')]
+
+    A leading byte order mark is ignored (WHATWG). One line, and the data of one event (its
+    data lines together), may hold at most ``limits.max_event`` characters: past that,
+    ``feed`` raises ``LimitExceededError`` before buffering more (a stream without newlines
+    cannot grow without end). Cost: linear in the characters fed, however they are split.
     """
 
-    __slots__ = ("_data", "_decoder", "_event", "_line", "_pending_cr", "error_field")
+    __slots__ = (
+        "_data",
+        "_decoder",
+        "_event",
+        "_line",
+        "_line_size",
+        "_max",
+        "_pending_cr",
+        "_size",
+        "_started",
+        "error_field",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, *, limits: Limits | None = None) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
+        self._max = (limits or DEFAULT_LIMITS).max_event
         self._line: list[str] = []
+        self._line_size = 0
         self._data: list[str] = []
+        # Characters of the event's data so far (its name is one line, bounded as a line).
+        self._size = 0
         self._event = ""
         self._pending_cr = False
+        self._started = False
         self.error_field: str | None = None
         """The value of a non-standard ``error:`` field (old llama.cpp), if one was seen."""
 
@@ -55,35 +86,40 @@ class SSEDecoder:
         try:
             text = piece if isinstance(piece, str) else self._decoder.decode(piece)
         except UnicodeDecodeError as exc:
-            raise MalformedChunkError(f"the event stream is not UTF-8: {exc}") from exc
+            raise MalformedChunkError(f"the event stream is not UTF-8: {exc.reason}") from exc
+        if not text:
+            return []
+        if not self._started:
+            self._started = True
+            if text[0] == "\ufeff":
+                text = text[1:]
+        if self._pending_cr:
+            self._pending_cr = False
+            if text.startswith("\n"):
+                text = text[1:]  # the LF of a CRLF split across pieces
+        if "\r" in text:
+            # A last CR ends a line, or starts a CRLF whose LF the next piece brings.
+            self._pending_cr = text[-1] == "\r"
+            # Two passes in C keep the scan linear (one find per line end was quadratic).
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
         events: list[ServerSentEvent] = []
-        start = 0
-        if self._pending_cr and text.startswith("\n"):
-            start = 1  # the LF of a CRLF split across pieces
-        self._pending_cr = False
-        length = len(text)
-        while start < length:
-            cr = text.find("\r", start)
-            lf = text.find("\n", start)
-            ends = [i for i in (cr, lf) if i >= 0]
-            if not ends:
-                self._line.append(text[start:])
-                break
-            end = min(ends)
-            self._line.append(text[start:end])
-            line = "".join(self._line)
-            self._line = []
+        last = lines.pop()  # the start of a line not ended yet ("" after a line end)
+        for line in lines:
+            if self._line:
+                line = "".join(self._line) + line
+                self._line = []
+                self._line_size = 0
+            if len(line) > self._max:
+                raise self._too_long("a line")
             event = self._line_done(line)
             if event is not None:
                 events.append(event)
-            if text[end] == "\r":
-                if end + 1 < length:
-                    start = end + 2 if text[end + 1] == "\n" else end + 1
-                else:
-                    self._pending_cr = True
-                    start = length
-            else:
-                start = end + 1
+        if last:
+            self._line_size += len(last)
+            if self._line_size > self._max:
+                raise self._too_long("a line")
+            self._line.append(last)
         return events
 
     def close(self) -> list[ServerSentEvent]:
@@ -92,14 +128,23 @@ class SSEDecoder:
             tail = self._decoder.decode(b"", final=True)
         except UnicodeDecodeError as exc:
             raise MalformedChunkError(
-                f"the event stream ends inside a UTF-8 sequence: {exc}"
+                f"the event stream ends inside a UTF-8 sequence: {exc.reason}"
             ) from exc
         if tail:
             self._line.append(tail)
         if self._line:
             self._line_done("".join(self._line))
             self._line = []
+            self._line_size = 0
         return []
+
+    def _too_long(self, what: str) -> LimitExceededError:
+        return LimitExceededError(
+            f"{what} of the event stream passed Limits.max_event ({self._max:,} characters); "
+            f"nothing past it was kept",
+            limit="max_event",
+            value=self._max,
+        )
 
     def _line_done(self, line: str) -> ServerSentEvent | None:
         if not line:
@@ -108,13 +153,17 @@ class SSEDecoder:
             event = ServerSentEvent(self._event or "message", "\n".join(self._data))
             self._data = []
             self._event = ""
+            self._size = 0
             return event
-        if line.startswith(":"):
+        if line[0] == ":":
             return None
         field, _, value = line.partition(":")
         if value.startswith(" "):
             value = value[1:]
         if field == "data":
+            self._size += len(value) + 1
+            if self._size > self._max:
+                raise self._too_long("an event")
             self._data.append(value)
         elif field == "event":
             self._event = value
@@ -132,12 +181,32 @@ def _provider_error(payload: Any, raw: str) -> ProviderError:
         code = source.get("type")
     if message is None and isinstance(error, str):
         message = error
-    return ProviderError(
-        f"the provider reported an error inside the stream: {message or raw!r} (code {code!r}); "
-        f"nothing was emitted, the request can be retried",
-        code=code,
-        body=payload,
-    )
+    return provider_error(message or raw, code, payload)
+
+
+def load_json(text: str | bytes, what: str = "the text") -> Any:
+    """Parse one JSON text; anything that is not one is a ``MalformedChunkError``.
+
+    Bounded in what it reports (an excerpt, never the text) and in what it raises: nesting
+    past the parser's recursion limit and integers past 4300 digits are typed errors too.
+    ``what`` names the text in the message ("line 3", "an event's data").
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MalformedChunkError(
+            f"{what} is not JSON ({exc.msg.removesuffix(' at')} at character {exc.pos}): "
+            f"{excerpt(text, 16)}"
+        ) from exc
+    except RecursionError as exc:
+        raise MalformedChunkError(f"{what} nests deeper than the JSON parser allows") from exc
+    except ValueError as exc:  # an int past 4300 digits, bytes that are not UTF-8
+        reason = (
+            f"an integer has more than {sys.get_int_max_str_digits()} digits"
+            if "integer string conversion" in str(exc)
+            else type(exc).__name__
+        )
+        raise MalformedChunkError(f"{what} is not usable JSON ({reason})") from exc
 
 
 def chunk_from_event(event: ServerSentEvent) -> dict[str, Any] | object | None:
@@ -153,15 +222,15 @@ def chunk_from_event(event: ServerSentEvent) -> dict[str, Any] | object | None:
     if not data.strip():
         return None
     try:
-        payload = json.loads(data)
-    except ValueError as exc:
+        payload = load_json(data, "an event's data")
+    except MalformedChunkError as exc:
         if event.event == "error":
             raise _provider_error({"message": data}, data) from exc
-        raise MalformedChunkError(f"an event's data is not JSON: {data[:200]!r}") from exc
+        raise
     if event.event == "error":
         raise _provider_error(payload, data)
     if not isinstance(payload, dict):
-        raise MalformedChunkError(f"an event's data is not a JSON object: {data[:200]!r}")
+        raise MalformedChunkError(f"an event's data is not a JSON object: {excerpt(data)}")
     if payload.get("error") is not None or payload.get("object") == "error":
         raise _provider_error(payload, data)
     return payload

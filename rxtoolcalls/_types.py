@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,44 @@ __all__ = [
     "ToolCallCommitted",
     "ToolCallProgress",
     "ToolCallStarted",
+    "tool_content",
 ]
+
+
+def _finite(value: object) -> object:
+    """``value`` with every NaN or infinite float replaced by ``None`` (keys by their name)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {
+            (str(k) if isinstance(k, float) and not math.isfinite(k) else k): _finite(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def tool_content(value: object, default: Callable[[Any], Any] | None = None) -> str:
+    """The content of a tool message for a tool's result: a ``str`` as is, else strict JSON.
+
+    NaN and infinite floats, which JSON cannot hold (``json.dumps`` would write the non-JSON
+    tokens ``NaN``/``Infinity``), become ``null``, as JavaScript's ``JSON.stringify`` writes
+    them. ``default`` is passed to ``json.dumps`` for objects it cannot encode.
+
+    >>> tool_content({"ratio": float("nan"), "n": 2})
+    '{"ratio": null, "n": 2}'
+    """
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, allow_nan=False, default=default)
+    except ValueError:
+        # Non-finite floats, here or from default; a circular or oversized value (an int
+        # past 4300 digits) raises again, as json.dumps does.
+        given = default
+        finite_default = None if given is None else (lambda o: _finite(given(o)))
+        return json.dumps(_finite(value), allow_nan=False, default=finite_default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +128,7 @@ class AssistantTurn:
         """Return one ``{"role": "tool", "tool_call_id", "content"}`` message per call, in order.
 
         ``results`` maps each call id to its result, or lists the results in call order.
-        A ``str`` result is sent as is; anything else is JSON-encoded.
+        A ``str`` result is sent as is; anything else is JSON-encoded (``tool_content``).
         Raises ``ValueError`` unless there is exactly one result per call.
         """
         ids = [call.id for call in self.tool_calls]
@@ -111,11 +149,7 @@ class AssistantTurn:
                 )
             values = list(results)
         return [
-            {
-                "role": "tool",
-                "tool_call_id": call_id,
-                "content": value if isinstance(value, str) else json.dumps(value),
-            }
+            {"role": "tool", "tool_call_id": call_id, "content": tool_content(value)}
             for call_id, value in zip(ids, values, strict=True)
         ]
 
@@ -149,7 +183,7 @@ class ToolCallProgress:
     """Arguments are arriving for a call: ``characters`` and ``fragments`` received so far.
 
     Never the partial JSON itself; ``partial_arguments()`` reads it on demand (unparsed, and
-    never a call to dispatch).
+    never a call to dispatch). Both describe the call as it was when the event was made.
     """
 
     index: int
@@ -161,21 +195,43 @@ class ToolCallProgress:
     _view: Callable[[], str] = field(default=str, repr=False, compare=False)
 
     def partial_arguments(self) -> str:
-        """The argument text received so far, read now (it may have grown since the event)."""
-        return self._view()
+        """The first ``characters`` of the arguments: the text as it was at this event.
+
+        Read on demand (one copy per call), so events nobody reads cost no copy.
+        """
+        return self._view()[: self.characters]
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCallCommitted:
-    """The turn closed and validated: this call is complete and may be dispatched."""
+    """The turn closed and validated: this call is complete and may be dispatched.
+
+    ``index``, ``id`` and ``name`` are the call's, as on ``ToolCallStarted`` and
+    ``ToolCallProgress``.
+    """
 
     call: ToolCall
     choice_index: int = 0
 
+    @property
+    def index(self) -> int:
+        """The call's ``index``."""
+        return self.call.index
+
+    @property
+    def id(self) -> str:
+        """The call's id (always known once committed)."""
+        return self.call.id
+
+    @property
+    def name(self) -> str:
+        """The function name."""
+        return self.call.name
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCallBuffer:
-    """A tool call whose argument pieces are joined but not yet parsed."""
+    """A tool call whose argument fragments are joined but not yet parsed."""
 
     choice_index: int
     index: int

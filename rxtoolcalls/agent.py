@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import math
 import threading
 from collections.abc import (
     AsyncIterable,
@@ -38,7 +37,7 @@ from ._assembler import TurnReader, resolve_policy, single_turn
 from ._errors import MalformedChunkError, StreamInterruptedError, ToolCallStreamError
 from ._lift import interrupted
 from ._policy import Policy
-from ._types import AssistantTurn, ToolCall, ToolCallStarted
+from ._types import AssistantTurn, ToolCall, ToolCallStarted, tool_content
 from .sources import _close, _typed_sdk_error, from_async_openai_stream, from_openai_stream
 
 __all__ = [
@@ -183,27 +182,7 @@ def _retryable(error: ToolCallStreamError) -> bool:
 
 
 def _content(value: object) -> str:
-    """A tool result as tool message content: strings as they are, anything else as JSON.
-
-    Non-finite floats (NaN, ±inf) become ``null``: the tokens ``NaN``/``Infinity`` are not
-    JSON and a strict provider refuses the whole request.
-    """
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, default=str, allow_nan=False)
-    except ValueError:
-        return json.dumps(_finite(value), default=str, allow_nan=False)
-
-
-def _finite(value: object) -> object:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(item) for item in value]
-    return value
+    return tool_content(value, default=str)
 
 
 def _schema_problem(tool: Callable[..., Any], arguments: dict[str, Any]) -> str | None:

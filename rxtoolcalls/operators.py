@@ -32,8 +32,8 @@ from ._assembler import (
     single_turn,
 )
 from ._errors import StreamInterruptedError
-from ._lift import Fail, Stage, lift
-from ._policy import Policy
+from ._lift import Fail, Stage, SubscriberRaised, lift
+from ._policy import Policy, PolicyName
 from ._types import (
     AssistantTurn,
     StreamEnd,
@@ -48,6 +48,7 @@ __all__ = [
     "ToolCallGroup",
     "assemble",
     "assemble_choices",
+    "assemble_with_progress",
     "atomic_batch",
     "atomic_choices",
     "concat_arguments",
@@ -69,7 +70,7 @@ _NEVER_SUBSCRIBED: Observable[str] = reactivex.empty()
 
 
 class _Collector:
-    """An inner observer for our own operators: pieces go straight into a buffer."""
+    """An inner observer for our own operators: fragments go straight into a buffer."""
 
     __slots__ = ("on_completed", "on_error", "on_next")
 
@@ -84,12 +85,12 @@ def _ignore_error(_error: Exception) -> None:
 
 
 class ToolCallGroup(GroupedObservable[int, str]):
-    """The argument pieces of one tool call, as a hot inner stream keyed by its ``index``.
+    """The argument fragments of one tool call, as a hot inner stream keyed by its ``index``.
 
     ``index``, ``choice_index``, ``id`` and ``name`` are readable from the moment the group is
     emitted (``id``/``name`` fill in if a provider sends them on a later fragment). The group
     completes (or errors) with the chunk stream. Subscribe when it is emitted: like the inner
-    streams of ``group_by``, it does not replay pieces sent before a subscription.
+    streams of ``group_by``, it does not replay fragments sent before a subscription.
     """
 
     def __init__(self, call: Call) -> None:
@@ -133,13 +134,13 @@ class ToolCallGroup(GroupedObservable[int, str]):
         if not observers:
             self._call.sink = _discard
         elif len(observers) == 1:
-            self._call.sink = observers[0].on_next
+            self._call.sink = _carried(observers[0])
         else:
-            snapshot = tuple(observers)
+            sinks = tuple(_carried(observer) for observer in observers)
 
             def fan_out(piece: str) -> None:
-                for observer in snapshot:
-                    observer.on_next(piece)
+                for sink in sinks:
+                    sink(piece)
 
             self._call.sink = fan_out
 
@@ -172,20 +173,40 @@ class ToolCallGroup(GroupedObservable[int, str]):
         self._call.sink = _discard
         self._ended = error if error is not None else True
         for observer in observers:
-            if error is None:
-                observer.on_completed()
-            else:
-                observer.on_error(error)
+            try:
+                if error is None:
+                    observer.on_completed()
+                else:
+                    observer.on_error(error)
+            except Exception as own:
+                if isinstance(observer, _Collector):
+                    raise
+                raise SubscriberRaised(own) from None
+
+
+def _carried(observer: abc.ObserverBase[str] | _Collector) -> Callable[[str], object]:
+    """The sink for one inner observer; a subscriber's exception is carried up as raised."""
+    if isinstance(observer, _Collector):
+        return observer.on_next  # a buffer's write: it does not raise
+    on_next = observer.on_next
+
+    def sink(piece: str) -> None:
+        try:
+            on_next(piece)
+        except Exception as own:  # noqa: BLE001 - a subscriber's own: carried up as raised
+            raise SubscriberRaised(own) from None
+
+    return sink
 
 
 def group_by_index(
-    policy: Policy | None = None,
+    policy: Policy | PolicyName | None = None,
 ) -> Callable[[Observable[Chunk]], Observable[Grouped]]:
     """Split the chunk stream into one ``ToolCallGroup`` per tool call, then one ``StreamEnd``.
 
     ``Observable[Chunk] -> Observable[ToolCallGroup | StreamEnd]``. A group is emitted on the
     chunk that opens the call, keyed by its ``index`` (per choice); its elements are the
-    argument pieces (``str``). Content, refusal, reasoning, finish reasons and usage are read in
+    argument fragments (``str``). Content, refusal, reasoning, finish reasons and usage are read in
     the same pass and emitted as the ``StreamEnd`` after every group has completed::
 
         chunks:  -c0--c1--c2--c3-|          (c0 opens call 0, c3 opens call 1)
@@ -220,21 +241,22 @@ def group_by_index(
             for group in groups:
                 group._end(error)
 
-        return Stage(reader.feed, on_completed, on_error, direct=True)
+        # Not direct: on_open emits groups, and the groups' subscribers run inside feed.
+        return Stage(reader.feed, on_completed, on_error)
 
     return lift(make)
 
 
 def concat_arguments() -> Callable[[Observable[Grouped]], Observable[Joined]]:
-    """Join each group's argument pieces into one ``ToolCallBuffer`` when the group completes.
+    """Join each group's argument fragments into one ``ToolCallBuffer`` when the group completes.
 
     ``Observable[ToolCallGroup | StreamEnd] -> Observable[ToolCallBuffer | StreamEnd]``; never
-    parses a piece; ``StreamEnd`` passes through::
+    parses a fragment; ``StreamEnd`` passes through::
 
         input:   -g0----g1---(e,|)       g0: -"{"--"}"--|
         output:  ------------(b0,b1,e,|) b0: ToolCallBuffer(arguments="{}")
 
-    Cost: one list append per piece and one join per call.
+    Cost: one list append per fragment and one join per call.
     """
 
     def make(observer: abc.ObserverBase[Joined], _: Fail) -> Stage[Grouped]:
@@ -274,7 +296,7 @@ def concat_arguments() -> Callable[[Observable[Grouped]], Observable[Joined]]:
 
 
 def on_finish_reason(
-    policy: Policy | None = None, *, require_finish_reason: bool | None = None
+    policy: Policy | PolicyName | None = None, *, require_finish_reason: bool | None = None
 ) -> Callable[[Observable[Joined]], Observable[Joined]]:
     """Apply the finish policy to each choice when its ``StreamEnd`` arrives; pass items on.
 
@@ -335,7 +357,7 @@ def _atomic(
 
 
 def atomic_batch(
-    policy: Policy | None = None,
+    policy: Policy | PolicyName | None = None,
 ) -> Callable[[Observable[Joined]], Observable[AssistantTurn]]:
     """Emit the whole ``AssistantTurn`` once when the source completes, or one error.
 
@@ -361,7 +383,7 @@ def atomic_batch(
 
 
 def atomic_choices(
-    policy: Policy | None = None,
+    policy: Policy | PolicyName | None = None,
 ) -> Callable[[Observable[Joined]], Observable[tuple[AssistantTurn, ...]]]:
     """Like ``atomic_batch()``, for ``n>1``: one tuple of turns, one per choice, by index."""
     chosen = resolve_policy(policy, None)
@@ -390,7 +412,7 @@ def _fused(
 
 
 def assemble(
-    policy: Policy | None = None, *, require_finish_reason: bool | None = None
+    policy: Policy | PolicyName | None = None, *, require_finish_reason: bool | None = None
 ) -> Callable[[Observable[Chunk]], Observable[AssistantTurn]]:
     """Fold a chunk stream into exactly one ``AssistantTurn``, or one typed error.
 
@@ -415,25 +437,28 @@ def assemble(
 
 
 def assemble_choices(
-    policy: Policy | None = None, *, require_finish_reason: bool | None = None
+    policy: Policy | PolicyName | None = None, *, require_finish_reason: bool | None = None
 ) -> Callable[[Observable[Chunk]], Observable[tuple[AssistantTurn, ...]]]:
     """Like ``assemble()`` for ``n>1`` streams: one tuple with a turn per choice, atomically."""
     return _fused(resolve_policy(policy, require_finish_reason), every_turn)
 
 
 def progress(
-    policy: Policy | None = None,
+    policy: Policy | PolicyName | None = None,
 ) -> Callable[[Observable[Chunk]], Observable[ToolCallStarted]]:
     """Emit a ``ToolCallStarted`` on the very chunk that carries a call's name.
 
-    ``Observable[Chunk] -> Observable[ToolCallStarted]``; never partial arguments (pieces are
+    ``Observable[Chunk] -> Observable[ToolCallStarted]``; never partial arguments (fragments are
     dropped, so memory stays constant)::
 
         chunks:  -c0--c1--c2--c3-|       (c0 names call 0, c3 names call 1)
         output:  -s0----------s1-|       s1.count == 2
 
-    Wire errors become ``MalformedChunkError``. Share the source (``ops.share()``) to run it
-    beside ``assemble()``, with the same ``policy``.
+    Wire errors become ``MalformedChunkError``. For progress and the turn from one pass, use
+    ``assemble_with_progress()``. To run it beside ``assemble()`` instead, publish the source
+    and connect once both are subscribed (``ops.publish()`` then ``.connect()``): with
+    ``ops.share()`` a synchronous source (a file, a sync SDK stream) is read to its end by the
+    first subscriber, and the second sees nothing.
     """
     chosen = resolve_policy(policy, None)
 
@@ -450,23 +475,66 @@ def progress(
     return lift(make)
 
 
+def assemble_with_progress(
+    policy: Policy | PolicyName | None = None, *, require_finish_reason: bool | None = None
+) -> Callable[[Observable[Chunk]], Observable[ToolCallStarted | AssistantTurn]]:
+    """Progress and the turn from one subscription: each call's start as it is named, then the turn.
+
+    ``Observable[Chunk] -> Observable[ToolCallStarted | AssistantTurn]``; the turn is always
+    the last element, and comes with the completion (or one error instead, exactly as
+    ``assemble()`` would raise; the starts already emitted are never calls to dispatch)::
+
+        chunks:  -c0--c1--c2--c3-|       (c0 names call 0, c3 names call 1)
+        output:  -s0----------s1-(t,|)   t: AssistantTurn
+
+    >>> import reactivex
+    >>> from reactivex import operators as ops
+    >>> call = {"index": 0, "id": "c", "function": {"name": "f", "arguments": "{}"}}
+    >>> chunks = [{"choices": [{"delta": {"tool_calls": [call]}, "finish_reason": "stop"}]}]
+    >>> items = reactivex.from_iterable(chunks).pipe(assemble_with_progress(), ops.to_list())
+    >>> [type(item).__name__ for item in items.run()]
+    ['ToolCallStarted', 'AssistantTurn']
+
+    Works over any source, synchronous ones included (no sharing needed). Cost: that of
+    ``assemble()`` plus one event per call.
+    """
+    chosen = resolve_policy(policy, require_finish_reason)
+
+    def make(observer: abc.ObserverBase[ToolCallStarted | AssistantTurn], _: Fail) -> Stage[Chunk]:
+        reader = TurnReader(chosen)
+        feed = reader.feed
+        emit = observer.on_next
+
+        def on_next(chunk: Chunk) -> None:
+            for event in feed(chunk):
+                emit(event)
+
+        def on_completed() -> None:
+            emit(single_turn(reader.close_choices()))
+            observer.on_completed()
+
+        return Stage(on_next, on_completed)
+
+    return lift(make)
+
+
 CallEvent: TypeAlias = "ToolCallStarted | ToolCallProgress | ToolCallCommitted"
 
 
 def lifecycle(
-    policy: Policy | None = None, *, every: int = 64
+    policy: Policy | PolicyName | None = None, *, every: int = 64
 ) -> Callable[[Observable[Chunk]], Observable[CallEvent]]:
     """Per-call events for UIs: started, arguments progress, committed at the finish.
 
     ``Observable[Chunk] -> Observable[ToolCallStarted | ToolCallProgress | ToolCallCommitted]``.
-    A ``ToolCallProgress`` comes every ``every`` argument pieces of a call (counts only); the
+    A ``ToolCallProgress`` comes every ``every`` argument fragments of a call (counts only); the
     ``ToolCallCommitted`` events come when the source completes and the whole turn validated,
     in call order — or one error instead, exactly as ``assemble()`` would raise::
 
         chunks:  -c0--c1-...-c64--|     (c0 names call 0)
         output:  -s0---------p0---(k0,|)
 
-    Cost: one counter per piece; the partial text is read only by ``partial_arguments()``.
+    Cost: one counter per fragment; the partial text is read only by ``partial_arguments()``.
     """
     if every < 1:
         raise ValueError("every must be at least 1")

@@ -14,7 +14,7 @@ from reactivex.testing import ReactiveTest, TestScheduler
 from reactivex.testing.marbles import marbles_testing
 
 import rxtoolcalls as rt
-from tests.helpers import args, call_open, collect, content, finish
+from tests.helpers import args, call_open, choice, collect, content, finish
 
 on_next = ReactiveTest.on_next
 on_completed = ReactiveTest.on_completed
@@ -200,9 +200,123 @@ def test_an_exception_in_the_subscriber_is_not_rewrapped() -> None:
         raise KeyError("user code")
 
     errors: list[Exception] = []
-    reactivex.from_iterable(CHUNKS).pipe(rt.assemble()).subscribe(explode, errors.append)
-    assert len(errors) == 1
-    assert isinstance(errors[0], KeyError)
+    # The subscriber's own exception is not the stream's: it reaches the caller as raised.
+    with pytest.raises(KeyError, match="user code"):
+        reactivex.from_iterable(CHUNKS).pipe(rt.assemble()).subscribe(explode, errors.append)
+    assert errors == []
+
+
+# -- the subscriber's own exceptions (issue item 6) -----------------------------------------
+
+EVERY_OPERATOR: dict[str, Callable[[], Op]] = {
+    **SINGLE_CHUNK_OPERATORS,
+    "lifecycle": lambda: rt.lifecycle(every=1),
+    "assemble_with_progress": rt.assemble_with_progress,
+    "group_by_index+concat": lambda: reactivex.compose(rt.group_by_index(), rt.concat_arguments()),
+    "to on_finish_reason": lambda: reactivex.compose(
+        rt.group_by_index(), rt.concat_arguments(), rt.on_finish_reason()
+    ),
+}
+
+
+class Boom(Exception):
+    """The subscriber's own bug."""
+
+
+def _counted(chunks: list[Any], pulled: list[int]) -> Any:
+    for chunk in chunks:
+        pulled.append(1)
+        yield chunk
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_OPERATOR))
+@pytest.mark.parametrize("callback", ["on_next", "on_completed"])
+def test_a_raising_subscriber_callback_propagates_as_raised_and_stops_everything(
+    name: str, callback: str
+) -> None:
+    boom = Boom("the subscriber's bug")
+    seen: list[str] = []
+    pulled: list[int] = []
+
+    def next_(_: Any) -> None:
+        seen.append("next")
+        if callback == "on_next":
+            raise boom
+
+    def completed() -> None:
+        seen.append("completed")
+        raise boom
+
+    def error(_: Exception) -> None:
+        seen.append("error")
+
+    source = reactivex.from_iterable(_counted(CHUNKS, pulled))
+    with pytest.raises(Boom) as info:
+        source.pipe(EVERY_OPERATOR[name]()).subscribe(next_, error, completed)
+    assert info.value is boom  # not wrapped, not re-typed
+    assert "error" not in seen  # never routed to on_error
+    # Nothing runs after it: one failing on_next, or exactly one on_completed.
+    if callback == "on_next":
+        assert seen == ["next"]
+        emit_at_end = ("assemble", "assemble_choices", "pipe", "to on_finish_reason")
+        if name not in (*emit_at_end, "group_by_index+concat"):
+            # Operators that emit while reading stop reading at once.
+            assert len(pulled) < len(CHUNKS)
+    else:
+        assert seen.count("completed") == 1
+        assert seen[-1] == "completed"
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_OPERATOR))
+def test_a_raising_on_error_propagates_as_raised(name: str) -> None:
+    boom = Boom("the subscriber's on_error bug")
+    calls: list[Exception] = []
+
+    def error(exc: Exception) -> None:
+        calls.append(exc)
+        raise boom
+
+    piece = {"tool_calls": [{"index": 0, "function": {"arguments": 42}}]}  # not a string
+    bad = reactivex.from_iterable([C0, choice(piece)])
+    with pytest.raises(Boom) as info:
+        bad.pipe(EVERY_OPERATOR[name]()).subscribe(on_error=error)
+    assert info.value is boom
+    assert len(calls) == 1
+    assert isinstance(calls[0], rt.ToolCallStreamError)
+
+
+def test_a_raising_inner_group_subscriber_propagates_as_raised() -> None:
+    boom = Boom("inner")
+    errors: list[Exception] = []
+    inner_errors: list[Exception] = []
+
+    def explode(_: str) -> None:
+        raise boom
+
+    def on_group(item: Any) -> None:
+        if isinstance(item, rt.ToolCallGroup):
+            item.subscribe(explode, inner_errors.append)
+
+    with pytest.raises(Boom) as info:
+        reactivex.from_iterable(CHUNKS).pipe(rt.group_by_index()).subscribe(on_group, errors.append)
+    assert info.value is boom
+    assert errors == []
+    assert inner_errors == []
+
+
+def test_retry_never_resubscribes_after_a_subscriber_exception() -> None:
+    subscriptions: list[int] = []
+
+    def subscribe_source(observer: Any, scheduler: Any = None) -> Any:
+        subscriptions.append(1)
+        return reactivex.from_iterable(CHUNKS).subscribe(observer, scheduler=scheduler)
+
+    def explode(_: Any) -> None:
+        raise Boom("once")
+
+    with pytest.raises(Boom):
+        reactivex.create(subscribe_source).pipe(rt.assemble(), ops.retry(3)).subscribe(explode)
+    assert subscriptions == [1]
 
 
 def test_turn_via_await() -> None:
@@ -290,18 +404,19 @@ def test_a_group_with_two_subscribers_feeds_both() -> None:
     assert got[1] == ['{"city": ']
 
 
-def test_a_failing_group_subscriber_ends_the_stream_once_with_its_error() -> None:
+def test_a_failing_group_subscriber_raises_to_the_caller_and_ends_the_stream() -> None:
     from reactivex.subject import Subject
 
     seen: list[str] = []
     items: list[Any] = []
     errors: list[Exception] = []
     inner_errors: list[Exception] = []
+    boom = KeyError("user code")
 
     def take(piece: str) -> None:
         seen.append(piece)
         if len(seen) == 2:  # a bare piece, read by the fast path
-            raise KeyError("user code")  # must not pass for a chunk-shape miss and be re-read
+            raise boom  # must not pass for a chunk-shape miss and be re-read
 
     def on_item(item: rt.ToolCallGroup | rt.StreamEnd) -> None:
         items.append(item)
@@ -311,17 +426,18 @@ def test_a_failing_group_subscriber_ends_the_stream_once_with_its_error() -> Non
     source: Subject[Any] = Subject()
     source.pipe(rt.group_by_index()).subscribe(on_item, errors.append)
     source.on_next(C0)
-    source.on_next(C1)
+    with pytest.raises(KeyError) as info:
+        source.on_next(C1)
+    assert info.value is boom
     assert seen == ['{"city": ', '"Paris"}']
-    assert len(errors) == 1
-    assert isinstance(errors[0], KeyError)
-    assert inner_errors == errors
+    # The subscriber's own exception is not a stream error: no on_error anywhere.
+    assert errors == []
+    assert inner_errors == []
     for chunk in (C1, C2, FIN):  # the subscription has ended: dropped, not raised
         source.on_next(chunk)
     source.on_completed()
     assert seen == ['{"city": ', '"Paris"}']
     assert len(items) == 1
-    assert len(errors) == 1
 
 
 @pytest.mark.parametrize("report", [False, True], ids=["raising", "reporting"])
@@ -488,3 +604,82 @@ def test_progress_shared_with_assemble() -> None:
     shared.connect()
     assert [e.name for e in events] == ["get_weather", "get_time"]
     assert len(turns) == 1
+
+
+# -- assemble_with_progress (issue item 24) -------------------------------------------------
+
+
+def test_assemble_with_progress_over_a_synchronous_source() -> None:
+    from tests.helpers import FIXTURES
+
+    source = rt.from_jsonl(FIXTURES / "openai__parallel_tool_calls.jsonl")
+    values, errors, completed = collect(source.pipe(rt.assemble_with_progress()))
+    assert errors == []
+    assert completed
+    *starts, turn = values
+    assert [type(s) for s in starts] == [rt.ToolCallStarted] * 2
+    assert isinstance(turn, rt.AssistantTurn)
+    assert turn == source.pipe(rt.assemble()).run()
+    assert [s.name for s in starts] == [c.name for c in turn.tool_calls]
+
+
+def test_assemble_with_progress_fails_as_assemble_does_and_emits_starts_first() -> None:
+    chunks = [C0, args(0, "{broken")]
+    values, errors, completed = collect(
+        reactivex.from_iterable([*chunks, FIN]).pipe(rt.assemble_with_progress())
+    )
+    assert [type(v) for v in values] == [rt.ToolCallStarted]
+    assert [type(e) for e in errors] == [rt.InvalidArgumentsError]
+    assert not completed
+    expected = collect(reactivex.from_iterable([*chunks, FIN]).pipe(rt.assemble()))[1]
+    assert str(errors[0]) == str(expected[0])
+
+
+def test_assemble_with_progress_refuses_two_choices_like_assemble() -> None:
+    two = [content("a", 0), content("b", 1), finish("stop", 0), finish("stop", 1)]
+    _, errors, _ = collect(reactivex.from_iterable(two).pipe(rt.assemble_with_progress()))
+    assert [type(e) for e in errors] == [rt.MultipleChoicesError]
+
+
+def test_progress_docstring_recommends_what_works() -> None:
+    doc = rt.progress.__doc__ or ""
+    assert "assemble_with_progress()" in doc
+    assert "ops.publish()" in doc
+
+
+# -- one shape for every call event (issue item 26) -----------------------------------------
+
+
+def test_progress_partial_arguments_is_a_snapshot_like_characters() -> None:
+    pieces = ['{"q": ', '"ab', "cd", 'ef"}']
+    chunks = [call_open(0, "c", "f", pieces[0]), *(args(0, p) for p in pieces[1:]), FIN]
+    events, errors, _ = collect(reactivex.from_iterable(chunks).pipe(rt.lifecycle(every=1)))
+    assert errors == []
+    progress = [e for e in events if isinstance(e, rt.ToolCallProgress)]
+    # Read after the whole stream: each still shows its own moment, as characters does.
+    assert [p.partial_arguments() for p in progress] == [
+        "".join(pieces[: i + 1]) for i in range(len(pieces))
+    ]
+    assert [len(p.partial_arguments()) for p in progress] == [p.characters for p in progress]
+    assert [p.fragments for p in progress] == [1, 2, 3, 4]
+
+
+def test_committed_knows_index_id_and_name_like_its_siblings() -> None:
+    events, _, _ = collect(reactivex.from_iterable(CHUNKS).pipe(rt.lifecycle()))
+    committed = [e for e in events if isinstance(e, rt.ToolCallCommitted)]
+    started = [e for e in events if isinstance(e, rt.ToolCallStarted)]
+    assert [(c.index, c.id, c.name) for c in committed] == [
+        (s.index, s.id, s.name) for s in started
+    ]
+    assert [(c.index, c.id, c.name) for c in committed] == [
+        (0, "call_a", "get_weather"),
+        (1, "call_b", "get_time"),
+    ]
+
+
+def test_one_word_for_an_argument_piece_in_the_public_docs() -> None:
+    import re
+
+    for item in rt.__all__:
+        doc = getattr(getattr(rt, item), "__doc__", None) or ""
+        assert not re.search(r"\bpieces?\b", doc), item

@@ -192,3 +192,259 @@ def test_arbitrary_input_raises_only_our_errors(chunks: list[Any]) -> None:
     progress_errors: list[Exception] = []
     reactivex.from_iterable(chunks).pipe(rt.progress()).subscribe(on_error=progress_errors.append)
     assert all(isinstance(e, rt.ToolCallStreamError) for e in progress_errors)
+
+
+# -- classification of a failed parse: cut (truncated) or wrong (invalid) ---------------------
+
+
+class _Cut(Exception):
+    """The reference reached the end of the text inside a value."""
+
+
+class _CutInString(_Cut):
+    """The text ended inside a string (where whitespace is content)."""
+
+
+class _Wrong(Exception):
+    """The reference met a character no JSON text could have there."""
+
+
+def _prefix_reference(text: str) -> bool:
+    """Whether ``text`` starts some valid JSON text, trailing whitespace outside strings aside."""
+    if _starts_json(text) is not False:
+        return True
+    return _starts_json(text.rstrip()) is True
+
+
+def _starts_json(t: str) -> bool | None:
+    """True if ``t`` is cut outside a string, None inside one, False if no JSON starts so."""
+    n = len(t)
+    digits = "0123456789"
+
+    def ws(i: int) -> int:
+        while i < n and t[i] in " \t\n\r":
+            i += 1
+        if i == n:
+            raise _Cut
+        return i
+
+    def string(i: int) -> int:
+        i += 1
+        while True:
+            if i == n:
+                raise _CutInString
+            c = t[i]
+            if c == '"':
+                return i + 1
+            if c == "\\":
+                if i + 1 == n:
+                    raise _CutInString
+                if t[i + 1] in '"\\/bfnrt':
+                    i += 2
+                elif t[i + 1] == "u":
+                    hex_digits = t[i + 2 : i + 6]
+                    if not all(h in "0123456789abcdefABCDEF" for h in hex_digits):
+                        raise _Wrong
+                    if len(hex_digits) < 4:
+                        raise _CutInString
+                    i += 6
+                else:
+                    raise _Wrong
+            elif ord(c) < 0x20:
+                raise _Wrong
+            else:
+                i += 1
+
+    def run(i: int) -> int:
+        if i == n:
+            raise _Cut
+        if t[i] not in digits:
+            raise _Wrong
+        while i < n and t[i] in digits:
+            i += 1
+        return i
+
+    def number(i: int) -> int:
+        if t[i] == "-":
+            i += 1
+        if i == n:
+            raise _Cut
+        if t[i] == "0":
+            i += 1
+        else:
+            i = run(i)
+        if i < n and t[i] == ".":
+            i = run(i + 1)
+        if i < n and t[i] in "eE":
+            i += 1
+            if i < n and t[i] in "+-":
+                i += 1
+            i = run(i)
+        return i
+
+    def value(i: int) -> int:
+        i = ws(i)
+        c = t[i]
+        if c == "{":
+            return members(i, "}", True)
+        if c == "[":
+            return members(i, "]", False)
+        if c == '"':
+            return string(i)
+        if c == "-" or c in digits:
+            return number(i)
+        for literal in ("true", "false", "null"):
+            if t[i : i + len(literal)] == literal:
+                return i + len(literal)
+            if literal.startswith(t[i:]):
+                raise _Cut
+        raise _Wrong
+
+    def members(i: int, close: str, keyed: bool) -> int:
+        i = ws(i + 1)
+        if t[i] == close:
+            return i + 1
+        while True:
+            if keyed:
+                i = ws(i)
+                if t[i] != '"':
+                    raise _Wrong
+                i = ws(string(i))
+                if t[i] != ":":
+                    raise _Wrong
+                i += 1
+            i = ws(value(i))
+            if t[i] == close:
+                return i + 1
+            if t[i] != ",":
+                raise _Wrong
+            i += 1
+
+    try:
+        end = value(0)
+    except _CutInString:
+        return None
+    except _Cut:
+        return True
+    except _Wrong:
+        return False
+    return end == n  # a complete text, or text after it (invalid)
+
+
+DIGITS = st.integers(1, 3_000).map(lambda k: "1" * k)
+LONG_SCALARS = st.one_of(
+    DIGITS.map(lambda d: "0." + d),
+    DIGITS.map(lambda d: "-1." + d),
+    DIGITS.map(lambda d: "1e-" + d[:300]),  # underflows to 0.0 (an overflow is refused)
+    st.tuples(DIGITS, st.sampled_from(["e", "E-", "e+"]), DIGITS).map(
+        lambda p: f"2.{p[0]}{p[1]}{p[2][:2]}"
+    ),
+    DIGITS.map(lambda d: json.dumps("a" * len(d))),
+    st.text(max_size=40).map(lambda s: json.dumps(s, ensure_ascii=False)),
+    st.text(max_size=10).map(json.dumps),
+    st.sampled_from(["true", "false", "null", "0", "-0", "12", "[1, 2.5e3]", "{}"]),
+)
+LONG_OBJECTS = st.lists(st.tuples(st.text(max_size=4), LONG_SCALARS), min_size=1, max_size=3).map(
+    lambda members: "{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in members) + "}"
+)
+# What a broken or cut stream may leave at the end: number, escape and structural characters.
+JUNK = st.text(alphabet='x.eE+-019},]:"\\u a\t', max_size=3)
+
+
+def _classified_truncated(text: str) -> bool | None:
+    """What the assembler says of ``text``: truncated, invalid, or None when it parses."""
+    from rxtoolcalls._assembler import _STRICT, _ends_inside_value
+
+    try:
+        _STRICT.decode(text)
+    except json.JSONDecodeError as exc:
+        return _ends_inside_value(text, exc)
+    except ValueError:
+        return False
+    return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(LONG_OBJECTS, st.data())
+def test_a_cut_long_number_exponent_or_string_is_truncated(text: str, data: st.DataObject) -> None:
+    cut = data.draw(st.integers(1, len(text) - 1))
+    assert json.loads(text)  # the generator builds valid objects
+    assert _classified_truncated(text[:cut]) is True
+
+
+@settings(max_examples=600, deadline=None)
+@given(LONG_OBJECTS, st.data(), JUNK)
+def test_truncated_or_invalid_agrees_with_a_plain_reader(
+    text: str, data: st.DataObject, junk: str
+) -> None:
+    cut = data.draw(st.integers(1, len(text)))
+    broken = text[:cut] + junk
+    verdict = _classified_truncated(broken)
+    if verdict is not None:
+        assert verdict == _prefix_reference(broken), broken[-60:]
+
+
+def _greedy_reference(text: str, exc: json.JSONDecodeError) -> bool:
+    """The classification as first written (greedy regex, quadratic on long digit runs)."""
+    import re
+
+    open_number = re.compile(r"-?\d*\.?\d*(?:[eE][-+]?\d*)?", re.ASCII)
+    msg, pos = exc.msg, exc.pos
+    if msg.startswith("Unterminated string"):
+        return True
+    if msg.startswith("Invalid \\uXXXX escape"):
+        return len(text) - pos < 6
+    if msg == "Extra data":
+        return False
+    tail = text[pos:].rstrip()
+    if not tail:
+        return True
+    if msg == "Expecting value":
+        if any(literal.startswith(tail) for literal in ("true", "false", "null")):
+            return True
+        return tail[0] in "-0123456789" and open_number.fullmatch(tail) is not None
+    start = pos
+    while start > 0 and text[start - 1] in "-0123456789":
+        start -= 1
+    return start < pos and open_number.fullmatch(text[start:].rstrip()) is not None
+
+
+@settings(max_examples=400, deadline=None)
+@given(LONG_OBJECTS, st.data(), st.text(alphabet="x}],: a", max_size=2))
+def test_short_inputs_are_classified_as_the_first_regex_did(
+    text: str, data: st.DataObject, junk: str
+) -> None:
+    # Junk that cannot extend a number or an escape: where the first regex was right.
+    cut = data.draw(st.integers(1, min(len(text), 80)))
+    broken = text[:cut] + junk
+    failure: json.JSONDecodeError | None = None
+    try:
+        json.loads(broken)
+    except json.JSONDecodeError as exc:
+        failure = exc
+    except ValueError:
+        pass
+    # The first regex took any short \u escape for a cut one ("\\u:" too).
+    if failure is not None and not failure.msg.startswith("Invalid \\uXXXX"):
+        assert _classified_truncated(broken) == _greedy_reference(broken, failure)
+
+
+@pytest.mark.parametrize(
+    ("text", "truncated"),
+    [
+        ('{"a": 01', False),  # a leading zero is never followed by a digit
+        ('{"a": 1.5.', False),  # a second decimal point
+        ('{"a": 1.e', False),  # a point needs a digit before the exponent
+        ('{"a": "\\u1x', False),  # not a hex digit
+        ('{"a": 1\u0661', False),  # an Arabic-Indic digit is not a JSON digit
+        ('{"a": "x\t', False),  # a raw tab inside a string (strict JSON refuses it)
+        ('{"a": 1.', True),
+        ('{"a": -', True),
+        ('{"a": 1.5e+', True),
+        ('{"a": "\\ud83d\\ude0', True),
+        ('{"a": fals', True),
+    ],
+)
+def test_where_the_first_regex_was_wrong(text: str, truncated: bool) -> None:
+    assert _classified_truncated(text) is truncated
+    assert _prefix_reference(text) is truncated

@@ -330,6 +330,10 @@ def test_every_truncation_is_a_truncation_error(run: Runner, text: str) -> None:
         "{'a': 1}",
         '{"a": NaN}',
         '{"a": Infinity}',
+        '{"a": 1e999}',
+        '{"a": -1e999}',
+        '{"a": [0.5, 1E+400]}',
+        '{"a": ' + "9" * 400 + ".0}",
         "",
         "  ",
     ],
@@ -411,8 +415,9 @@ def test_empty_stream_is_an_interruption(run: Runner) -> None:
 
 
 def test_multiple_choices_are_refused_by_single_turn_spellings(run: Runner) -> None:
-    with pytest.raises(rt.MultipleChoicesError, match="assemble_choices"):
+    with pytest.raises(rt.MultipleChoicesError, match="2 choices") as info:
         run([content("a", 0), content("b", 1), finish("stop", 0), finish("stop", 1)])
+    assert "assemble_choices()" in (info.value.hint or "")
 
 
 def test_multiple_choices_with_tool_calls_are_kept_apart() -> None:
@@ -491,3 +496,10 @@ def test_arguments_are_kept_verbatim() -> None:
 def test_text_fields_are_kept_verbatim(run: Runner) -> None:
     turn = run([content("a\r\n"), content("b\r"), content(""), finish("stop")])
     assert turn.content == "a\r\nb\r"
+
+
+def test_an_overflowing_number_is_refused_and_a_large_finite_one_kept(run: Runner) -> None:
+    with pytest.raises(rt.InvalidArgumentsError, match="infinity"):
+        run([call_open(0, "call_a", "f", '{"a": 1e999}'), finish()])
+    turn = run([call_open(0, "call_a", "f", '{"a": 1e308, "b": -1.5e-400}'), finish()])
+    assert turn.tool_calls[0].parsed_arguments == {"a": 1e308, "b": -0.0}

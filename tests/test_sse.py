@@ -203,3 +203,73 @@ def test_async_source() -> None:
         return turn
 
     assert [c.name for c in asyncio.run(main()).tool_calls] == ["GetWeatherArgs", "get_stock_price"]
+
+
+# -- byte order mark, bounds ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("split", [0, 1, 2, 3, 5])
+def test_a_leading_byte_order_mark_is_ignored(split: int) -> None:
+    chunk = {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": "stop"}]}
+    body = b"\xef\xbb\xbf" + sse_bytes([chunk])
+    values, errors = collect_sse([body[:split], body[split:]])
+    assert errors == []
+    assert values == [chunk]  # the first event used to be dropped: its field was "\ufeffdata"
+    text_values, _ = collect_sse([body.decode("utf-8")])
+    assert text_values == [chunk]
+
+
+def test_only_the_first_byte_order_mark_is_ignored() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed("\ufeffdata: a\n\n") == [ServerSentEvent("message", "a")]
+    # Later ones are content: a field named "\ufeffdata" is no data field.
+    assert decoder.feed("\ufeffdata: b\n\n") == []
+
+
+def test_a_line_without_newline_is_refused_once_it_passes_the_limit() -> None:
+    decoder = SSEDecoder(limits=rt.Limits(max_event=1000))
+    decoder.feed(b"data: " + b"x" * 900)
+    with pytest.raises(rt.LimitExceededError) as info:
+        decoder.feed(b"x" * 200)
+    assert info.value.limit == "max_event"
+    assert info.value.value == 1000
+    assert len(str(info.value)) < 200
+
+
+def test_a_comment_line_is_bounded_too() -> None:
+    decoder = SSEDecoder(limits=rt.Limits(max_event=100))
+    with pytest.raises(rt.LimitExceededError):
+        decoder.feed(": " + "k" * 200 + "\n")
+
+
+def test_an_event_of_many_data_lines_is_refused_past_the_limit() -> None:
+    decoder = SSEDecoder(limits=rt.Limits(max_event=1000))
+    for _ in range(18):
+        decoder.feed("data: " + "y" * 50 + "\n")  # 18 lines of 51 characters: 918
+    with pytest.raises(rt.LimitExceededError, match="an event"):
+        decoder.feed("data: " + "y" * 100 + "\n")
+
+
+def test_events_within_the_limit_pass_and_the_count_restarts_per_event() -> None:
+    decoder = SSEDecoder(limits=rt.Limits(max_event=100))
+    for _ in range(50):
+        assert decoder.feed("data: " + "z" * 90 + "\n\n") == [ServerSentEvent("message", "z" * 90)]
+
+
+def test_the_default_limit_lets_a_large_chunk_through() -> None:
+    big = {"choices": [{"index": 0, "delta": {"content": "w" * 5_000_000}}]}
+    values, errors = collect_sse([sse_bytes([big])])
+    assert errors == []
+    assert values == [big]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sets(st.integers(1, 400), max_size=30), st.sampled_from(["\n", "\r\n", "\r"]))
+def test_one_piece_or_many_give_the_same_events(cuts: set[int], newline: str) -> None:
+    chunks = load_fixture(fixture_names()[0])[:6]
+    body = sse_bytes(chunks, newline)
+    whole = SSEDecoder().feed(body)
+    decoder = SSEDecoder()
+    edges = sorted(c for c in cuts if c < len(body))
+    pieces = [body[a:b] for a, b in zip([0, *edges], [*edges, len(body)], strict=True)]
+    assert [e for p in pieces for e in decoder.feed(p)] == whole

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -89,3 +90,25 @@ def test_values_are_frozen_and_comparable() -> None:
     assert call.to_dict()["function"]["name"] == call.name
     assert call.parsed_arguments == {"city": "Edinburgh", "country": "GB", "units": "c"}
     assert not hasattr(call, "__dict__")
+
+
+def test_non_finite_results_never_reach_a_tool_message_as_nan_or_infinity() -> None:
+    turn = _turn()
+    results = [{"ratio": float("nan"), "top": [float("inf"), 1.5]}, float("-inf")]
+    messages = turn.tool_messages(results)
+    assert [m["content"] for m in messages] == ['{"ratio": null, "top": [null, 1.5]}', "null"]
+    for message in [*messages, *turn.exchange(results)[1:]]:
+        # Strict JSON: the tokens NaN and Infinity make a strict parser fail.
+        json.loads(message["content"], parse_constant=_refuse)
+
+
+def _refuse(token: str) -> object:
+    raise AssertionError(f"{token} in a tool message")
+
+
+def test_tool_content_keeps_strings_and_passes_default() -> None:
+    assert rt.tool_content("11 C") == "11 C"
+    assert rt.tool_content({"n": 2}) == '{"n": 2}'
+    assert rt.tool_content({"when": object()}, default=lambda _: float("nan")) == '{"when": null}'
+    with pytest.raises(TypeError):
+        rt.tool_content({"when": object()})

@@ -421,6 +421,75 @@ def concurrency(streams: int, rx: bool) -> tuple[float, int, float]:
     return n * streams / seconds, n * streams, peak / streams
 
 
+# -- adversarial input ----------------------------------------------------------------------
+
+ADVERSARIAL_SIZES = (10_000, 80_000, 1 << 20, 4 << 20)
+
+
+def _broken_arguments(shape: str, size: int) -> str:
+    """Arguments of ``size`` characters that fail to parse after a long digit run."""
+    digits = "1" * (size - 12)
+    if shape == "fraction":
+        return '{"a": 0.' + digits + "x}"
+    if shape == "exponent":
+        return '{"a": 1e-' + digits[1:] + "x}"  # negative: 1e+digits is refused as infinite
+    half = digits[: len(digits) // 2]
+    return '{"a": -0.' + half + "e-" + half[1:] + "e}"  # both runs, then a second exponent
+
+
+def _classify_once(text: str) -> float:
+    """Seconds for the Assembler to refuse ``text`` (one piece), the error checked."""
+    assembler = rt.Assembler()
+    assembler.feed(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {"index": 0, "id": "c", "function": {"name": "f", "arguments": text}}
+                        ]
+                    },
+                    "finish_reason": "tool_calls",
+                }
+            ]
+        }
+    )
+    start = time.perf_counter()
+    try:
+        assembler.close()
+    except rt.InvalidArgumentsError:
+        return time.perf_counter() - start
+    raise SystemExit(f"{text[:20]}... was not refused as invalid")
+
+
+def classification_scaling(repeats: int) -> list[tuple[str, bool, str]]:
+    """Print how long a refused argument text takes to classify, by size; return targets."""
+    print("\n### Adversarial arguments: time to refuse one call (parse and classify)\n")
+    print("| shape | " + " | ".join(f"{n:,} chars" for n in ADVERSARIAL_SIZES) + " | growth |")
+    print("|---|" + "---:|" * (len(ADVERSARIAL_SIZES) + 1))
+    results: list[tuple[str, bool, str]] = []
+    for shape in ("fraction", "exponent", "both"):
+        times = [
+            min(_classify_once(_broken_arguments(shape, n)) for _ in range(max(3, repeats)))
+            for n in ADVERSARIAL_SIZES
+        ]
+        small, large = ADVERSARIAL_SIZES[0], ADVERSARIAL_SIZES[-1]
+        # Per-character cost, largest size over smallest: 1 for linear, ~size ratio if quadratic.
+        growth = (times[-1] / large) / (times[0] / small)
+        cells = " | ".join(f"{t * 1e3:.1f} ms" for t in times)
+        print(f"| {shape} | {cells} | {growth:.2f} |")
+        results.append(
+            (
+                f"{shape}: {large:,} adversarial characters refused in under 1 s, "
+                f"per-character cost within 3x of {small:,} characters",
+                times[-1] < 1.0 and growth <= 3.0,
+                f"{times[-1] * 1e3:.0f} ms, growth {growth:.2f}",
+            )
+        )
+    return results
+
+
 # -- report ---------------------------------------------------------------------------------
 
 
@@ -566,6 +635,101 @@ def peer_versions() -> str:
     return ", ".join(found)
 
 
+def _sse_body(size: int) -> bytes:
+    """About ``size`` bytes of a real-looking event stream (small chunks, LF line ends)."""
+    chunks = build_stream(size // 120, "1 call")
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode()
+    return body[: body.rfind(b"\n\n", 0, size) + 2]
+
+
+def _decode(pieces: list[bytes]) -> tuple[float, int]:
+    from rxtoolcalls._sse import SSEDecoder
+
+    decoder = SSEDecoder()
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        events = sum(len(decoder.feed(piece)) for piece in pieces)
+        return time.perf_counter() - start, events
+    finally:
+        gc.enable()
+
+
+def sse_scaling(repeats: int) -> list[tuple[str, bool, str]]:
+    """Print the SSE decoder's time on one large piece and on 8 KiB pieces; return targets."""
+    print("\n### SSE decoding: one piece vs 8 KiB pieces\n")
+    print("| body | one piece | 8 KiB pieces | ratio |")
+    print("|---|---:|---:|---:|")
+    results: list[tuple[str, bool, str]] = []
+    for size in (1_000_000, 5_000_000):
+        body = _sse_body(size)
+        small = [body[i : i + 8192] for i in range(0, len(body), 8192)]
+        # Interleaved, at least five each: one slow run (a page fault storm) is not the cost.
+        runs = [(_decode([body]), _decode(small)) for _ in range(max(5, repeats))]
+        one = min(r[0] for r in runs)
+        many = min(r[1] for r in runs)
+        if one[1] != many[1]:
+            raise SystemExit("the SSE decoder found different events in one piece and in many")
+        ratio = one[0] / many[0]
+        print(
+            f"| {len(body):,} bytes | {one[0] * 1e3:.1f} ms | {many[0] * 1e3:.1f} ms "
+            f"| {ratio:.2f} |"
+        )
+        results.append(
+            (
+                f"SSE: {len(body):,} bytes in one piece within 1.5x of the same in 8 KiB pieces",
+                ratio <= 1.5,
+                f"{ratio:.2f}",
+            )
+        )
+    return results
+
+
+def _join_names(pieces: int) -> float:
+    """Seconds to feed ``pieces`` one-character name fragments of one call (LENIENT joins)."""
+    unbounded = rt.Limits(max_identifier=1 << 30)  # no ceiling: the join's own cost shows
+    assembler = rt.Assembler(rt.Policy(join_split_names=True, limits=unbounded))
+
+    def named(name: str) -> dict[str, Any]:
+        return _chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"name": name}}]})
+
+    chunks = [named("xy"[i % 2]) for i in range(pieces)]
+    assembler.feed(named("a"))
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        for chunk in chunks:
+            assembler.feed(chunk)
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
+
+
+def join_scaling(repeats: int) -> list[tuple[str, bool, str]]:
+    """Print the per-fragment cost of joining split names, by count; return the target."""
+    sizes = (10_000, 100_000, 400_000)
+    print("\n### Split names joined (join_split_names, no identifier ceiling)\n")
+    print("| name fragments | " + " | ".join(f"{n:,}" for n in sizes) + " | growth |")
+    print("|---|" + "---:|" * (len(sizes) + 1))
+    per = [min(_join_names(n) for _ in range(max(3, repeats))) / n for n in sizes]
+    growth = per[-1] / per[0]
+    print("| per fragment | " + " | ".join(f"{p * 1e9:.0f} ns" for p in per) + f" | {growth:.2f} |")
+    return [
+        (
+            f"joined names: per-fragment cost at {sizes[-1]:,} within 2x of {sizes[0]:,}",
+            growth <= 2.0,
+            f"{growth:.2f}",
+        )
+    ]
+
+
+def adversarial_sections(repeats: int) -> list[tuple[str, bool, str]]:
+    """The adversarial-input sections (printed); their targets."""
+    return classification_scaling(repeats) + sse_scaling(repeats) + join_scaling(repeats)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (smoke)")
@@ -573,7 +737,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--plot", type=Path, help="write the throughput plot (PNG) here")
     parser.add_argument("--streams", type=int, default=10_000, help="concurrent async streams")
+    parser.add_argument(
+        "--adversarial", action="store_true", help="only the adversarial-input sections"
+    )
     args = parser.parse_args(argv)
+    if args.adversarial:
+        adversarial = adversarial_sections(args.repeats)
+        for text, ok, figure in adversarial:
+            print(f"- [{'x' if ok else ' '}] {text}: {figure}")
+        return 0 if all(ok for _, ok, _ in adversarial) else 1
     sizes = (2_500, 10_000) if args.quick else SIZES
     repeats = 1 if args.quick else args.repeats
     python = f"{platform.python_implementation()} {platform.python_version()}"
@@ -627,8 +799,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{floor_per_stream / 1024:.1f} KiB per stream"
     )
 
+    adversarial = adversarial_sections(repeats)
+
     print("\n### Targets\n")
-    results = targets(rows)
+    results = targets(rows) + adversarial
     results.append(
         (
             "linear: per-fragment cost at the largest size within 1.5x of the smallest",
