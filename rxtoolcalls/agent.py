@@ -4,18 +4,27 @@ Where each step runs: on ``agent_loop(scheduler=…)`` when given, else on the s
 subscription passes (``subscribe(scheduler=…)``, ``subscribe_on``, ``run()``'s own), else on
 the asyncio loop running at subscription (``await``), else on the subscribing thread (then
 ``subscribe()`` returns when the conversation ends). Turns, backoff timers and tool calls all
-go through that one scheduler.
+go through that one scheduler, with two exceptions:
+
+- on an asyncio loop, whatever a stream or a tool sends from another thread (a sync stream's
+  reader thread, a pool) is handled on the loop's thread, in order; awaited with
+  ``scheduler=`` another scheduler, the events still reach the awaiting side on its loop;
+- the one-thread scheduler ``subscribe_on`` hands over gives each tool a thread of its own,
+  so a turn's calls run at once and a dispose is not queued behind them.
+
+An ``async`` tool runs on the asyncio loop when the conversation runs there, else to
+completion on a loop of its own on the dispatching thread (``run()`` in a notebook too);
+disposing cancels it either way.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
-import json
+import hashlib
 import threading
+from collections import deque
 from collections.abc import (
     AsyncIterable,
-    AsyncIterator,
     Awaitable,
     Callable,
     Iterable,
@@ -29,16 +38,15 @@ from typing import Any, Literal, TypeAlias
 import reactivex
 from reactivex import Observable, abc
 from reactivex import operators as ops
-from reactivex.disposable import CompositeDisposable, Disposable, SerialDisposable
-from reactivex.scheduler import CurrentThreadScheduler
-from reactivex.scheduler.eventloop import AsyncIOScheduler
+from reactivex.disposable import Disposable, SerialDisposable, SingleAssignmentDisposable
+from reactivex.scheduler import CurrentThreadScheduler, EventLoopScheduler, NewThreadScheduler
+from reactivex.scheduler.eventloop import AsyncIOScheduler, AsyncIOThreadSafeScheduler
 
+from ._agent_io import RunsOn, discard, open_chunks, run_tool, typed_failure
 from ._assembler import TurnReader, resolve_policy, single_turn
-from ._errors import MalformedChunkError, StreamInterruptedError, ToolCallStreamError
-from ._lift import interrupted
+from ._errors import MalformedChunkError, ToolCallStreamError, clip
 from ._policy import Policy
 from ._types import AssistantTurn, ToolCall, ToolCallStarted, tool_content
-from .sources import _close, _typed_sdk_error, from_async_openai_stream, from_openai_stream
 
 __all__ = [
     "AgentEvent",
@@ -142,74 +150,38 @@ def _as_conversation(event: AgentEvent) -> Conversation:
     return event
 
 
-# Errors that are bugs in the caller's code: never retried, delivered as raised.
-_PROGRAMMING_ERRORS = (
-    TypeError,
-    AttributeError,
-    NameError,
-    LookupError,
-    AssertionError,
-    ImportError,
-    NotImplementedError,
-    RecursionError,
-    UnicodeError,
-)
-# Transport and SDK packages whose errors (other than programming errors) mean "try again".
-_NETWORK_PACKAGES = frozenset(
-    {"httpx", "httpcore", "h11", "h2", "openai", "anthropic", "aiohttp", "urllib3", "requests"}
-)
-
-
-def _transient(error: BaseException) -> bool:
-    """Whether an exception from opening or reading a stream may pass on a second try."""
-    if isinstance(error, _PROGRAMMING_ERRORS):
-        return False
-    if isinstance(error, OSError):  # ConnectionError, TimeoutError, socket errors
-        return True
-    status = getattr(error, "status_code", None)
-    if isinstance(status, int):
-        return status in (408, 409, 429) or status >= 500
-    return type(error).__module__.partition(".")[0] in _NETWORK_PACKAGES
-
-
-def _retryable(error: ToolCallStreamError) -> bool:
-    if not isinstance(error, StreamInterruptedError):
-        return False
-    if getattr(error, "retryable", None) is False:  # a ProviderError that says so
-        return False
-    cause = error.__cause__
-    return cause is None or _transient(cause)
-
-
 def _content(value: object) -> str:
     return tool_content(value, default=str)
 
 
-def _schema_problem(tool: Callable[..., Any], arguments: dict[str, Any]) -> str | None:
-    """Why the arguments fail the tool's ``parameters`` schema, without quoting their values."""
-    schema = getattr(tool, "parameters", None)
-    if not isinstance(schema, Mapping):
-        return None
-    import jsonschema  # the "schema" extra
+def _ledger_key(turn: int, call: ToolCall) -> str:
+    """A call's ledger key: its id, turn number, name and a digest of its arguments.
 
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
-    if error is None:
-        return None
-    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-    rule = json.dumps(error.validator_value, default=str)
-    if len(rule) > 80:
-        rule = rule[:77] + "..."
-    return f"arguments do not match the tool's schema: ${where} fails {error.validator!r} {rule}"
+    The id alone is not enough: TGI sends ``"0"`` for every call of every turn.
+    """
+    digest = hashlib.sha256(call.arguments.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{call.id} turn {turn} {call.name[:64]} {digest}"
 
 
-def _answered(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """The tool answers already in a transcript, by ``tool_call_id``."""
-    answers: dict[str, str] = {}
+def _answered(messages: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], str]:
+    """The tool answers already in a transcript, by the (id, name, arguments) they answer."""
+    asked: dict[str, tuple[str, str]] = {}
+    answers: dict[tuple[str, str, str], str] = {}
     for message in messages:
-        if message.get("role") == "tool" and isinstance(message.get("tool_call_id"), str):
-            answers[message["tool_call_id"]] = _content(message.get("content"))
+        for entry in message.get("tool_calls") or ():
+            function = entry.get("function") if isinstance(entry, Mapping) else None
+            if isinstance(function, Mapping) and isinstance(entry.get("id"), str):
+                asked[entry["id"]] = (str(function.get("name")), str(function.get("arguments")))
+        call_id = message.get("tool_call_id")
+        if message.get("role") == "tool" and isinstance(call_id, str) and call_id in asked:
+            answers[(call_id, *asked[call_id])] = _content(message.get("content"))
     return answers
+
+
+# One lock for every ledger: claiming a call is a check and a write that must not interleave,
+# and a ledger may be shared by several loops.
+_LEDGER_LOCK = threading.Lock()
+_UNKNOWN = object()
 
 
 def _unique_ids(turn: AssistantTurn, policy: Policy) -> AssistantTurn:
@@ -244,184 +216,6 @@ def _unique_ids(turn: AssistantTurn, policy: Policy) -> AssistantTurn:
     return replace(turn, tool_calls=tuple(calls), normalizations=counts)
 
 
-async def _awaited_stream(awaitable: Awaitable[Any]) -> AsyncIterator[Any]:
-    """The chunks of the async stream an awaitable gives (``await client…create(stream=True)``)."""
-    stream = await awaitable
-    if not isinstance(stream, AsyncIterable):
-        await _close(stream)
-        raise _UnusableStreamError(
-            f"open_stream's awaitable gave a {type(stream).__name__}, not an async stream"
-        )
-    try:
-        async for chunk in stream:
-            yield chunk
-    except Exception as error:
-        typed = _typed_sdk_error(error)
-        if typed is error:
-            raise
-        raise typed from error
-    finally:
-        await _close(stream)
-
-
-def _discard(opened: object) -> None:
-    """Close what ``open_stream`` returned without reading it."""
-    if inspect.iscoroutine(opened):
-        opened.close()
-        return
-    close = getattr(opened, "close", None)
-    if callable(close) and not isinstance(opened, Observable):
-        result = close()
-        if inspect.iscoroutine(result):
-            result.close()
-
-
-class _UnusableStreamError(TypeError):
-    """``open_stream`` returned something that is not a chunk source."""
-
-
-def _unusable(value: object, why: str = "") -> _UnusableStreamError:
-    return _UnusableStreamError(
-        f"open_stream returned a {type(value).__name__}{why}; return an Observable of chunks, "
-        f"an openai Stream or AsyncStream (or the coroutine that creates it), or an iterable "
-        f"of chunks"
-    )
-
-
-def _open(value: object, loop: asyncio.AbstractEventLoop | None) -> Observable[Any]:
-    """What ``open_stream`` returned, as an Observable of chunks; ``TypeError`` if unusable."""
-    if isinstance(value, Observable):
-        return value
-    if inspect.isawaitable(value) or isinstance(value, AsyncIterable):
-        if loop is None:
-            if inspect.iscoroutine(value):
-                value.close()  # never awaited, and no warning about it
-            raise _unusable(
-                value, " but no asyncio loop runs the agent loop (await it inside a coroutine)"
-            )
-        if isinstance(value, AsyncIterable):
-            return from_async_openai_stream(value, loop=loop)
-        return _from_awaitable(value, loop)
-    if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Iterable):
-        raise _unusable(value)
-    return from_openai_stream(value)
-
-
-def _from_awaitable(awaitable: Awaitable[Any], loop: asyncio.AbstractEventLoop) -> Observable[Any]:
-    from .sources import from_async_iterable
-
-    def subscribe(
-        observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
-    ) -> abc.DisposableBase:
-        reading = from_async_iterable(lambda: _awaited_stream(awaitable), loop=loop).subscribe(
-            observer, scheduler=scheduler
-        )
-
-        def close_unstarted() -> None:
-            # Disposed before its first step: close the coroutine so no request goes out.
-            if inspect.iscoroutine(awaitable) and (
-                inspect.getcoroutinestate(awaitable) == inspect.CORO_CREATED
-            ):
-                awaitable.close()
-
-        def dispose() -> None:
-            if loop.is_closed():
-                return
-            loop.call_soon_threadsafe(close_unstarted)
-
-        return CompositeDisposable(reading, Disposable(dispose))
-
-    return Observable(subscribe)
-
-
-def _run_tool(
-    tool: Callable[..., Any],
-    call: ToolCall,
-    scheduler: abc.SchedulerBase,
-    loop: asyncio.AbstractEventLoop | None,
-    claim: Callable[[], bool],
-) -> Observable[Any]:
-    """The tool's single result, started on ``scheduler`` only if ``claim()`` says it may."""
-
-    def subscribe(
-        observer: abc.ObserverBase[Any], _: abc.SchedulerBase | None = None
-    ) -> abc.DisposableBase:
-        inner = SerialDisposable()
-
-        def start(_: abc.SchedulerBase, __: object = None) -> None:
-            if not claim():
-                return
-            try:
-                problem = _schema_problem(tool, call.parsed_arguments)
-                if problem is not None:
-                    raise ValueError(problem)
-                result = tool(**call.parsed_arguments)
-            except Exception as error:  # noqa: BLE001 - the tool's failure, reported
-                observer.on_error(error)
-                return
-            inner.disposable = _result(result, loop).subscribe(observer, scheduler=scheduler)
-
-        return CompositeDisposable(scheduler.schedule(start), inner)
-
-    return Observable(subscribe)
-
-
-def _result(result: object, loop: asyncio.AbstractEventLoop | None) -> Observable[Any]:
-    if isinstance(result, Observable):
-        return result.pipe(ops.last())
-    if inspect.isawaitable(result):
-        return _from_tool_awaitable(result, loop)
-    return reactivex.return_value(result)
-
-
-def _from_tool_awaitable(
-    awaitable: Awaitable[Any], loop: asyncio.AbstractEventLoop | None
-) -> Observable[Any]:
-    async def run() -> Any:
-        return await awaitable
-
-    if loop is None:
-        # No asyncio loop runs this conversation (``run()``, a thread pool): the tool runs to
-        # completion on a loop of its own, on the thread that dispatched it.
-        def subscribe_blocking(
-            observer: abc.ObserverBase[Any], _: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            try:
-                value = asyncio.run(run())
-            except Exception as error:  # noqa: BLE001 - the tool's failure, reported
-                observer.on_error(error)
-            else:
-                observer.on_next(value)
-                observer.on_completed()
-            return Disposable()
-
-        return Observable(subscribe_blocking)
-
-    def subscribe(
-        observer: abc.ObserverBase[Any], _: abc.SchedulerBase | None = None
-    ) -> abc.DisposableBase:
-        future = asyncio.run_coroutine_threadsafe(run(), loop)
-
-        def done(finished: Any) -> None:
-            if finished.cancelled():
-                return
-            error = finished.exception()
-            if error is not None:
-                observer.on_error(error)
-            else:
-                observer.on_next(finished.result())
-                observer.on_completed()
-
-        future.add_done_callback(done)
-
-        def cancel() -> None:
-            future.cancel()
-
-        return Disposable(cancel)
-
-    return Observable(subscribe)
-
-
 @dataclass(frozen=True, slots=True)
 class _Settings:
     open_stream: Callable[[list[Any]], ChunkSource]
@@ -436,8 +230,75 @@ class _Settings:
     ledger: Ledger
 
 
+class _OnLoop:
+    """Runs callbacks on one asyncio loop's thread, in the order they came, from any thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.thread: int | None = None
+        self.queue: deque[Callable[[], None]] = deque()
+        self.lock = threading.Lock()
+
+    def post(self, action: Callable[[], None]) -> None:
+        with self.lock:
+            if self.thread == threading.get_ident() and not self.queue:
+                direct = True
+            else:
+                direct = False
+                self.queue.append(action)
+                if len(self.queue) == 1:
+                    self.loop.call_soon_threadsafe(self._drain)
+        if direct:
+            action()
+
+    def _drain(self) -> None:
+        self.thread = threading.get_ident()
+        while True:
+            with self.lock:
+                if not self.queue:
+                    return
+                action = self.queue[0]
+            try:
+                action()
+            finally:
+                with self.lock:
+                    self.queue.popleft()
+
+
+class _OnLoopObserver(abc.ObserverBase[Any]):
+    """Delivers to ``observer`` on the thread of the asyncio loop that awaits it.
+
+    ``to_future`` is not thread-safe, and the loop's steps run on another scheduler.
+    """
+
+    def __init__(self, observer: abc.ObserverBase[Any], on_loop: _OnLoop) -> None:
+        self.observer = observer
+        self.on_loop = on_loop
+        self.raised: Callable[[Exception], None] = lambda _: None
+
+    def on_next(self, value: Any) -> None:
+        def deliver() -> None:
+            try:
+                self.observer.on_next(value)
+            except Exception as error:  # noqa: BLE001 - the subscriber's own: ends the loop
+                self.raised(error)
+
+        self.on_loop.post(deliver)
+
+    def on_error(self, error: Exception) -> None:
+        self.on_loop.post(lambda: self.observer.on_error(error))
+
+    def on_completed(self) -> None:
+        self.on_loop.post(self.observer.on_completed)
+
+
 class _Conversation:
-    """One subscription's run of the loop: its transcript, its scheduler, its one ending."""
+    """One subscription's run of the loop: its transcript, its scheduler, its one ending.
+
+    Every notification from a stream or a tool is handled through ``post``: on the asyncio
+    loop's thread when the loop runs there (a sync stream is read on a thread of its own),
+    else where it arrives.
+    """
 
     def __init__(
         self,
@@ -445,11 +306,17 @@ class _Conversation:
         observer: abc.ObserverBase[AgentEvent],
         scheduler: abc.SchedulerBase,
         loop: asyncio.AbstractEventLoop | None,
+        on_loop: _OnLoop | None,
     ) -> None:
         self.s = settings
         self.observer = observer
         self.scheduler = scheduler
+        # A single-thread scheduler (what subscribe_on hands over) would run a turn's tools one
+        # after another, and queue a dispose behind them: tools get threads of their own.
+        tools_on = NewThreadScheduler() if isinstance(scheduler, EventLoopScheduler) else scheduler
+        self.tools_on = RunsOn(tools_on, loop if on_loop is not None else None)
         self.loop = loop
+        self.on_loop = on_loop
         self.current = SerialDisposable()
         self.transcript = [dict(m) for m in settings.messages]
         self.answered = _answered(settings.messages)
@@ -490,21 +357,51 @@ class _Conversation:
             return False
         return not self.done
 
+    def post(self, action: Callable[[], None]) -> None:
+        """Run one step of the loop; a bug in it ends the loop with that error, never a hang."""
+
+        def guarded() -> None:
+            if self.ended():
+                return
+            try:
+                action()
+            except Exception as error:
+                if self.done:
+                    raise  # the subscriber's on_completed or on_error: theirs, as raised
+                self.fail(error)
+
+        if self.on_loop is None:
+            guarded()
+        else:
+            self.on_loop.post(guarded)
+
+    def step(self, action: Callable[[], None], delay: float = 0.0) -> None:
+        """Schedule the next step; it owns ``current`` until it puts its own work there."""
+        slot = SingleAssignmentDisposable()
+        self.current.disposable = slot
+
+        def run(_: abc.SchedulerBase, __: object = None) -> None:
+            self.post(action)
+
+        # Assigned after scheduling: when the step already ran (an immediate scheduler), its
+        # work replaced the slot, and this disposes only the spent schedule.
+        slot.disposable = (
+            self.scheduler.schedule_relative(delay, run) if delay else self.scheduler.schedule(run)
+        )
+
     # -- turns ------------------------------------------------------------------------------
 
     def start(self) -> abc.DisposableBase:
-        self.current.disposable = self.scheduler.schedule(lambda *_: self.stream_turn(1, 0))
+        self.step(lambda: self.stream_turn(1, 0))
         return Disposable(self.dispose)
 
     def stream_turn(self, number: int, attempt: int) -> None:
-        if self.done:
-            return
         try:
             opened = self.s.open_stream(list(self.transcript))
             if self.ended():  # disposed while the request was being made
-                _discard(opened)
+                discard(opened)
                 return
-            source = _open(opened, self.loop)
+            source = open_chunks(opened, self.loop)
         except Exception as error:  # noqa: BLE001 - the caller's function failed; typed below
             self.turn_failed(number, attempt, error)
             return
@@ -513,7 +410,7 @@ class _Conversation:
 
         def on_chunk(chunk: Any) -> None:
             nonlocal ended
-            if ended or self.done:
+            if ended:
                 return
             try:
                 events = reader.feed(chunk)
@@ -547,25 +444,19 @@ class _Conversation:
         holder = SerialDisposable()
         self.current.disposable = holder
         holder.disposable = source.subscribe(
-            on_chunk, on_error, on_completed, scheduler=self.scheduler
+            lambda chunk: self.post(lambda: on_chunk(chunk)),
+            lambda error: self.post(lambda: on_error(error)),
+            lambda: self.post(on_completed),
+            scheduler=self.scheduler,
         )
 
     def turn_failed(self, number: int, attempt: int, error: Exception) -> None:
-        if self.done:
-            return
-        if isinstance(error, _PROGRAMMING_ERRORS) and not isinstance(error, UnicodeError):
-            self.fail(error)  # a bug in open_stream or in what it returned: as raised
-            return
-        typed = interrupted(error)
-        if not (_retryable(typed) and attempt < self.s.retries):
+        typed, may_pass = typed_failure(error)
+        if not (may_pass and attempt < self.s.retries and isinstance(typed, ToolCallStreamError)):
             self.fail(typed)
             return
-        if not self.emit(TurnRetried(number, attempt + 1, typed)):
-            return
-        delay = self.s.backoff * (2**attempt)
-        self.current.disposable = self.scheduler.schedule_relative(
-            delay, lambda *_: self.stream_turn(number, attempt + 1)
-        )
+        if self.emit(TurnRetried(number, attempt + 1, typed)):
+            self.step(lambda: self.stream_turn(number, attempt + 1), self.s.backoff * (2**attempt))
 
     def turn_done(self, number: int, turn: AssistantTurn) -> None:
         if not self.emit(TurnFinished(number, turn)):
@@ -580,20 +471,20 @@ class _Conversation:
             self.fail(
                 TurnLimitError(
                     f"the model still asked for tools after {self.s.max_turns} turns "
-                    f"({', '.join(c.name for c in turn.tool_calls)}); raise max_turns or "
-                    f"check the tools' answers"
+                    f"({', '.join(c.name[:64] for c in turn.tool_calls)})",
+                    hint="raise max_turns, or check what the tools answer",
                 )
             )
             return
-        results = [self.dispatch(call) for call in turn.tool_calls]
+        results = [self.dispatch(number, call) for call in turn.tool_calls]
         holder = SerialDisposable()
         self.current.disposable = holder
         holder.disposable = (
             reactivex.fork_join(*results)
             .pipe(ops.first())
             .subscribe(
-                lambda finished: self.answered_turn(number, turn, finished),
-                self.fail,
+                lambda finished: self.post(lambda: self.answered_turn(number, turn, finished)),
+                lambda error: self.post(lambda: self.fail(error)),
                 scheduler=self.scheduler,
             )
         )
@@ -607,18 +498,40 @@ class _Conversation:
         self.transcript.extend(
             turn.exchange([event.content for event in finished], self.s.empty_content)
         )
-        self.current.disposable = self.scheduler.schedule(
-            lambda *_: self.stream_turn(number + 1, 0)
-        )
+        self.step(lambda: self.stream_turn(number + 1, 0))
 
     # -- tools ------------------------------------------------------------------------------
 
-    def dispatch(self, call: ToolCall) -> Observable[ToolCallFinished]:
+    def dispatch(self, number: int, call: ToolCall) -> Observable[ToolCallFinished]:
+        """The call's answer: its tool's run, or the one recorded, decided when it starts."""
         ledger = self.s.ledger
-        known = self.answered.get(call.id)
-        if known is None and call.id in ledger:
-            known = ledger[call.id]
-            if known is None:
+        key = _ledger_key(number, call)
+        answered = self.answered.get((call.id, call.name, call.arguments))
+        tool = self.s.tools.get(call.name)
+        recorded: object = _UNKNOWN
+
+        def claim() -> bool:
+            nonlocal recorded
+            with self.lock:
+                if self.done:
+                    return False
+                with _LEDGER_LOCK:
+                    recorded = answered if answered is not None else ledger.get(key, _UNKNOWN)
+                    if recorded is _UNKNOWN and tool is not None:
+                        ledger[key] = None  # at most once, even if the result never comes
+            return recorded is _UNKNOWN and tool is not None
+
+        def record(value: object) -> ToolCallFinished | None:
+            finished = ToolCallFinished(call, _content(value))
+            ledger[key] = finished.content
+            return finished
+
+        def instead(error: Exception | None) -> Observable[ToolCallFinished]:
+            if error is not None:
+                return self.failed(call, error, key)
+            if isinstance(recorded, str):
+                return reactivex.return_value(ToolCallFinished(call, recorded, reused=True))
+            if recorded is None:
                 return self.failed(
                     call,
                     RuntimeError(
@@ -626,44 +539,51 @@ class _Conversation:
                         f"unknown; it was not run again"
                     ),
                 )
-        if known is not None:
-            return reactivex.return_value(ToolCallFinished(call, known, reused=True))
-        tool = self.s.tools.get(call.name)
-        if tool is None:
-            return self.failed(call, LookupError(f"unknown tool {call.name[:64]!r}"))
+            if tool is None:
+                return self.failed(call, LookupError(f"unknown tool {call.name[:64]!r}"))
+            return reactivex.empty()  # disposed before it could start
 
-        def record(value: object) -> ToolCallFinished:
-            finished = ToolCallFinished(call, _content(value))
-            ledger[call.id] = finished.content
-            return finished
+        def answer(finished: ToolCallFinished | None) -> Observable[ToolCallFinished]:
+            return instead(None) if finished is None else reactivex.return_value(finished)
 
-        def claim() -> bool:
-            with self.lock:
-                if self.done:
-                    return False
-                ledger[call.id] = None  # at most once, even if the result never comes
-            return True
-
-        return _run_tool(tool, call, self.scheduler, self.loop, claim).pipe(
-            ops.map(record),
-            ops.catch(lambda error, _: self.failed(call, error, ledger)),
+        run = tool if tool is not None else _no_tool
+        ran: Observable[ToolCallFinished | None] = run_tool(run, call, self.tools_on, claim).pipe(
+            ops.map(record), ops.default_if_empty(None)
         )
+        return ran.pipe(ops.flat_map(answer), ops.catch(lambda error, _: instead(error)))
 
     def failed(
-        self, call: ToolCall, error: Exception, ledger: Ledger | None = None
+        self, call: ToolCall, error: Exception, key: str | None = None
     ) -> Observable[ToolCallFinished]:
         if self.s.tool_errors == "raise":
             typed = ToolExecutionError(
-                f"tool call {call.index} ({call.name[:64]}): {type(error).__name__}: {error}",
+                f"tool call {call.index} ({call.name[:64]}): {type(error).__name__}: "
+                f"{clip(str(error))}",
                 index=call.index,
                 name=call.name,
             )
             typed.__cause__ = error
             return reactivex.throw(typed)
         content = f"Error: {type(error).__name__}: {error}"
-        if ledger is not None:
-            ledger[call.id] = content
+        if key is not None:
+            self.s.ledger[key] = content
         return reactivex.return_value(ToolCallFinished(call, content, error))
+
+
+def _no_tool(**_: Any) -> None:
+    """Never called: a call to an unknown tool is never claimed."""
+
+
+def _check_numbers(max_turns: object, retries: object, backoff: object) -> None:
+    for name, value in (("max_turns", max_turns), ("retries", retries)):
+        if type(value) is not int:
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if max_turns < 1:  # type: ignore[operator]
+        raise ValueError("max_turns must be at least 1")
+    if retries < 0:  # type: ignore[operator]
+        raise ValueError("retries must be 0 or more")
+    if type(backoff) not in (int, float) or not 0 <= backoff < 3600:  # type: ignore[operator]
+        raise ValueError("backoff must be a number of seconds, at least 0 and under an hour")
 
 
 def agent_loop(
@@ -694,18 +614,21 @@ def agent_loop(
     - Nothing is appended until a turn is complete; then the assistant message and one tool
       message per call, in call order (calls of a turn run concurrently on a pool scheduler).
     - Retried, ``retries`` times after ``backoff`` seconds doubled each time, on the loop's
-      scheduler: a ``StreamInterruptedError`` from the network (dropped connection, timeout,
-      no finish, a ``ProviderError`` not marked ``retryable=False``, an HTTP 408/409/429/5xx).
-      Never retried: the model's invalid output, and programming errors (``open_stream``
-      raising ``TypeError``/``AttributeError``…, or returning ``None``, an int: a
-      ``TypeError`` at once), delivered as raised.
-    - Exactly once: each call id is written to ``ledger`` (a new dict per ``agent_loop()``
-      call unless given) when its tool starts, then with its answer. An id already in the
-      ledger, or already answered by a tool message in ``messages``, is not run again: it gets
-      the recorded answer (``ToolCallFinished.reused``), or an error message when its result
-      was never recorded. So ``agent_loop(…, ledger=done).pipe(ops.retry(3))`` re-streams but
-      never re-runs a call; to resume instead, start a new loop from the messages so far.
-      Two calls of one turn sharing an id are a ``MalformedChunkError`` (the default policy).
+      scheduler: a network failure (``StreamInterruptedError``: dropped connection, timeout,
+      no finish), and a ``ProviderError`` not marked ``retryable=False`` (an HTTP error from
+      ``open_stream`` is one, with its status as ``code``: 408/409/429/5xx are retried, other
+      4xx not). Never retried, and delivered as raised: the model's invalid output, bugs and
+      unknown failures (``open_stream`` raising ``TypeError``, ``ValueError``…; returning
+      ``None``, an int or a whole ``ChatCompletion`` is a ``TypeError`` at once).
+    - Exactly once: each call is written to ``ledger`` (a new dict per ``agent_loop()`` call
+      unless given; keys are opaque) when its tool starts, then with its answer. A call is its
+      id, turn number, name and arguments (some providers reuse ids in every turn). A call
+      already in the ledger, or already answered by a tool message in ``messages``, is not run
+      again: it gets the recorded answer (``ToolCallFinished.reused``), or an error message
+      when its result was never recorded. So ``agent_loop(…, ledger=done).pipe(ops.retry(3))``
+      re-streams but never re-runs a call; to resume instead, start a new loop from the
+      messages so far. Two calls of one turn sharing an id are a ``MalformedChunkError``
+      (``LENIENT``, with ``synthesize_missing_ids``, renames the second).
     - An unknown tool, a tool that raises, or arguments against its schema become a tool
       message the model can read (``tool_errors="message"``) or a ``ToolExecutionError``.
     - After ``max_turns`` turns that all asked for tools: ``TurnLimitError``.
@@ -713,17 +636,18 @@ def agent_loop(
       and no request is sent.
     - Your own callback raising is not a stream failure: when ``on_next`` raises, the loop
       stops (nothing more is streamed or dispatched, no retry) and ``on_error`` gets that same
-      exception, once.
+      exception, once. One raised by ``on_completed`` or ``on_error`` propagates, as raised,
+      to what delivered it (``subscribe()``, the asyncio loop's exception handler, a thread).
+    - ``max_turns`` and ``retries`` are ints, ``backoff`` a finite number of seconds:
+      anything else is a ``TypeError`` or ``ValueError`` at the call.
 
-    Where each step runs: see the module docstring (``scheduler`` overrides the
-    subscription's). An ``async`` tool runs on the asyncio loop when there is one, else to
-    completion on a loop of its own on the dispatching thread.
+    Where each step runs, and where async tools run: see the module docstring (``scheduler``
+    overrides the subscription's).
 
     ``empty_content=""`` sends ``""`` instead of ``null`` as the content of an assistant
     message that only calls tools (llama-cpp-python's server refuses ``null``).
     """
-    if max_turns < 1:
-        raise ValueError("max_turns must be at least 1")
+    _check_numbers(max_turns, retries, backoff)
     settings = _Settings(
         open_stream=open_stream,
         tools=tools,
@@ -745,14 +669,30 @@ def agent_loop(
         except RuntimeError:
             running = None
         chosen = scheduler or given
+        if chosen is None and running is not None:
+            chosen = AsyncIOThreadSafeScheduler(running)
+        on_loop: _OnLoop | None = None
+        loop = running
         if isinstance(chosen, AsyncIOScheduler):
-            running = chosen._loop  # the loop its callbacks run on
-        elif chosen is None:
-            chosen = (
-                AsyncIOScheduler(running)
-                if running is not None
-                else CurrentThreadScheduler.singleton()
-            )
-        return _Conversation(settings, observer, chosen, running).start()
+            loop = chosen._loop  # the loop its callbacks run on
+            if not isinstance(chosen, AsyncIOThreadSafeScheduler):
+                # ``await`` hands over a plain one; a dispose may come from any thread.
+                chosen = AsyncIOThreadSafeScheduler(loop)
+            on_loop = _OnLoop(loop)
+            if loop is running:
+                on_loop.thread = threading.get_ident()
+        delivery: _OnLoopObserver | None = None
+        if on_loop is None and running is not None and isinstance(given, AsyncIOScheduler):
+            # Awaited (``to_future`` subscribes with the loop) while ``scheduler=`` runs the
+            # steps elsewhere: the events still go to the awaiting side on its loop.
+            delivery = _OnLoopObserver(observer, _OnLoop(running))
+            delivery.on_loop.thread = threading.get_ident()
+            observer = delivery
+        conversation = _Conversation(
+            settings, observer, chosen or CurrentThreadScheduler.singleton(), loop, on_loop
+        )
+        if delivery is not None:
+            delivery.raised = conversation.fail
+        return conversation.start()
 
     return Observable(subscribe)

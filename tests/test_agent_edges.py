@@ -4,6 +4,7 @@ exactly-once dispatch, async tools, the subscriber's own exceptions, async sourc
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 import warnings
@@ -316,18 +317,50 @@ def test_a_ledger_outlives_the_loop() -> None:
         )
         assert conversation.messages[2]["content"] == "paid"
     assert pay.runs == 1
-    assert ledger == {"call_pay_1": "paid"}
+    assert list(ledger.values()) == ["paid"]
+    assert next(iter(ledger)).startswith("call_pay_1 ")
 
 
 def test_a_call_started_but_never_answered_is_not_run_again() -> None:
-    ledger: rt.Ledger = {"call_pay_1": None}
+    ledger: rt.Ledger = {}
     pay = Counter()
+
+    def lost(**_: Any) -> str:
+        pay.runs += 1
+        raise ConnectionError("the payment service hung up: did it pay?")
+
+    first = Outcome()
+    script = Script(tool_turn(("call_pay_1", "pay", "{}")), answer())
+    rt.agent_loop(script, {"pay": lost}, USER, ledger=ledger, tool_errors="raise").subscribe(first)
+    assert isinstance(first.errors[0], rt.ToolExecutionError)
+    assert list(ledger.values()) == [None]  # started; its result is unknown
     script = Script(tool_turn(("call_pay_1", "pay", "{}")), answer())
     conversation = (
-        rt.agent_loop(script, {"pay": pay}, USER, ledger=ledger).pipe(final_conversation()).run()
+        rt.agent_loop(script, {"pay": lost}, USER, ledger=ledger).pipe(final_conversation()).run()
     )
-    assert pay.runs == 0
+    assert pay.runs == 1
     assert "not run again" in conversation.messages[2]["content"]
+
+
+def test_the_same_id_in_a_later_turn_is_a_new_call() -> None:
+    # TGI numbers calls "0", "1"… in every turn: an id alone does not identify a call.
+    seen: list[str] = []
+
+    def weather(location: str) -> str:
+        seen.append(location)
+        return f"sunny in {location}"
+
+    script = Script(
+        tool_turn(("0", "weather", '{"location": "Brooklyn"}')),
+        tool_turn(("0", "weather", '{"location": "Paris"}')),
+        answer(),
+    )
+    conversation = (
+        rt.agent_loop(script, {"weather": weather}, USER).pipe(final_conversation()).run()
+    )
+    assert seen == ["Brooklyn", "Paris"]
+    answers = [m["content"] for m in conversation.messages if m["role"] == "tool"]
+    assert answers == ["sunny in Brooklyn", "sunny in Paris"]
 
 
 def test_ids_answered_in_the_given_messages_are_not_dispatched() -> None:
@@ -518,7 +551,7 @@ def _fuzz_case(seed: int) -> None:
     rng = random.Random(seed)
     scheduler = VirtualTimeScheduler()
     ledger: rt.Ledger = {}
-    runs: dict[str, int] = {}
+    runs: dict[tuple[int, str], int] = {}  # by (turn, call id): what the ledger keys on
 
     def open_stream(messages: list[dict[str, Any]]) -> Any:
         if rng.random() < 0.1:
@@ -542,11 +575,11 @@ def _fuzz_case(seed: int) -> None:
             raise Boom("tool failed")
         return "ok"
 
-    current_call = [""]
+    current_call: list[tuple[int, str]] = [(0, "")]
 
     def on_next(event: Any) -> None:
         if isinstance(event, rt.TurnFinished) and event.assistant.tool_calls:
-            current_call[0] = event.assistant.tool_calls[0].id
+            current_call[0] = (event.turn, event.assistant.tool_calls[0].id)
         if rng.random() < 0.03:
             raise Boom("callback failed")
 
@@ -635,3 +668,307 @@ def test_disposing_the_loop_closes_a_stalled_connection(how: str) -> None:
     pool.executor.shutdown(wait=False)
     assert new_threads(before) == []
     assert outcome.terminals == 0
+
+
+# -- where each step runs: asyncio from any thread, immediate schedulers, pools ------------------
+
+
+def in_a_thread(main: Any, seconds: float = 15) -> Any:
+    """Run ``main()`` on a daemon thread: a hang fails the test instead of the suite."""
+    result: list[Any] = []
+    worker = threading.Thread(target=lambda: result.append(main()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert result, "it never returned"
+    return result[0]
+
+
+def test_an_awaited_loop_over_a_sync_sdk_stream_ends() -> None:
+    # The sync stream is read on a thread of its own; every step still runs on the loop.
+    pay = tool_turn(("call_pay_1", "pay", "{}"))
+    with ReplayServer([pay, answer()]) as server:
+        client = openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0)
+
+        def open_stream(messages: list[dict[str, Any]]) -> Any:
+            return client.chat.completions.create(model="m", messages=messages, stream=True)
+
+        async def main() -> rt.Conversation:
+            events = rt.agent_loop(open_stream, {"pay": Counter()}, USER)
+            return await events.pipe(final_conversation())
+
+        conversation = in_a_thread(lambda: asyncio.run(main()))
+        client.close()
+    assert conversation.turns == 2
+
+
+@pytest.mark.parametrize("where", ["source-on-a-pool", "tool-on-a-pool", "scheduler-a-pool"])
+def test_an_awaited_loop_with_work_on_a_pool_ends(where: str) -> None:
+    pool = ThreadPoolScheduler(2)
+    script = Script(tool_turn(("call_pay_1", "pay", "{}")), answer())
+
+    def open_stream(messages: list[dict[str, Any]]) -> Any:
+        source = script(messages)
+        return source.pipe(ops.subscribe_on(pool)) if where == "source-on-a-pool" else source
+
+    def pay() -> Any:
+        if where == "tool-on-a-pool":
+            return reactivex.of("paid").pipe(ops.subscribe_on(pool))
+        return "paid"
+
+    async def main() -> rt.Conversation:
+        chosen = pool if where == "scheduler-a-pool" else None
+        events = rt.agent_loop(open_stream, {"pay": pay}, USER, scheduler=chosen)
+        return await events.pipe(final_conversation())
+
+    conversation = in_a_thread(lambda: asyncio.run(main()))
+    assert conversation.messages[2]["content"] == "paid"
+
+
+def test_an_immediate_scheduler_with_a_timed_source() -> None:
+    from reactivex.scheduler import ImmediateScheduler, TimeoutScheduler
+
+    def open_stream(messages: list[dict[str, Any]]) -> Any:
+        return reactivex.from_iterable(answer()).pipe(
+            ops.delay(0.01, scheduler=TimeoutScheduler.singleton())
+        )
+
+    outcome = Outcome()
+    rt.agent_loop(open_stream, {}, USER, scheduler=ImmediateScheduler()).subscribe(outcome)
+    assert outcome.ended.wait(10)
+    assert outcome.completed == 1
+
+
+def test_subscribe_on_a_pool_runs_a_turns_tools_concurrently() -> None:
+    both = threading.Barrier(2, timeout=5)  # broken unless the two calls run at once
+
+    def meet(**_: Any) -> str:
+        both.wait()
+        return "met"
+
+    script = Script(tool_turn(("a", "meet", "{}"), ("b", "meet", "{}")), answer())
+    outcome = Outcome()
+    rt.agent_loop(script, {"meet": meet}, USER).pipe(
+        ops.subscribe_on(ThreadPoolScheduler(2))
+    ).subscribe(outcome)
+    assert outcome.ended.wait(10)
+    finished = [v.content for v in outcome.values if isinstance(v, rt.ToolCallFinished)]
+    assert finished == ["met", "met"]
+
+
+def test_one_ledger_two_subscriptions_at_once_run_a_call_once() -> None:
+    ledger: rt.Ledger = {}
+    pay = Counter()
+    ready = threading.Barrier(2, timeout=5)
+
+    def open_stream(messages: list[dict[str, Any]]) -> Any:
+        if messages[-1]["role"] == "user":
+            ready.wait()  # both turns end together, before either tool starts
+            return reactivex.from_iterable(tool_turn(("call_pay_1", "pay", "{}")))
+        return reactivex.from_iterable(answer())
+
+    outcomes = [Outcome(), Outcome()]
+    loop = rt.agent_loop(open_stream, {"pay": pay}, USER, ledger=ledger)
+    for outcome in outcomes:
+        loop.subscribe(outcome, scheduler=NewThreadScheduler())
+    assert all(o.ended.wait(10) for o in outcomes)
+    assert pay.runs == 1
+    reused = [v.reused for o in outcomes for v in o.values if isinstance(v, rt.ToolCallFinished)]
+    assert sorted(reused) == [False, True]
+
+
+def test_run_inside_a_running_loop_with_an_async_tool() -> None:
+    # What a notebook cell does: a blocking run() on the loop's own thread.
+    async def pay() -> str:
+        await asyncio.sleep(0)
+        return "paid"
+
+    async def cell() -> rt.Conversation:
+        script = Script(tool_turn(("call_pay_1", "pay", "{}")), answer())
+        return rt.agent_loop(script, {"pay": pay}, USER).pipe(final_conversation()).run()
+
+    conversation = in_a_thread(lambda: asyncio.run(cell()))
+    assert conversation.messages[2]["content"] == "paid"
+
+
+def test_dispose_cancels_an_async_tool_that_runs_on_a_loop_of_its_own() -> None:
+    log: list[str] = []
+    started = threading.Event()
+
+    async def slow() -> str:
+        log.append("started")
+        started.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            log.append("cancelled")
+            raise
+        return "never"
+
+    script = Script(tool_turn(("call_1", "slow", "{}")), answer())
+    subscription = rt.agent_loop(script, {"slow": slow}, USER).subscribe(
+        scheduler=NewThreadScheduler()
+    )
+    assert started.wait(5)
+    subscription.dispose()
+    deadline = time.monotonic() + 5
+    while "cancelled" not in log and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert log == ["started", "cancelled"]
+
+
+# -- how a failed request is typed --------------------------------------------------------------
+
+
+class StatusServer:
+    """Answers each POST with the next (status, JSON body) of a script, then 200 SSE turns."""
+
+    def __init__(self, *answers: tuple[int, dict[str, Any]]) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.answers = list(answers)
+        self.requests = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                """Quiet."""
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                server.requests += 1
+                if server.answers:
+                    status, body = server.answers.pop(0)
+                    data = json.dumps(body).encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                events = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in answer())
+                events += b"data: [DONE]\n\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(events)))
+                self.end_headers()
+                self.wfile.write(events)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> StatusServer:
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def sdk_loop(server: StatusServer) -> Outcome:
+    client = openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0)
+
+    def open_stream(messages: list[dict[str, Any]]) -> Any:
+        return client.chat.completions.create(model="m", messages=messages, stream=True)
+
+    outcome = Outcome()
+    rt.agent_loop(open_stream, {}, USER, backoff=0).subscribe(outcome)
+    client.close()
+    return outcome
+
+
+def test_http_400_is_a_provider_error_that_is_not_retried() -> None:
+    bad = {"error": {"message": "bad model", "type": "invalid_request_error"}}
+    with StatusServer((400, bad)) as server:
+        outcome = sdk_loop(server)
+    error = outcome.errors[0]
+    assert isinstance(error, rt.ProviderError)
+    assert (error.code, error.retryable) == (400, False)
+    assert "retry" not in (error.hint or "")
+    assert server.requests == 1
+
+
+def test_http_429_is_retried() -> None:
+    with StatusServer(
+        (429, {"error": {"message": "slow down", "type": "rate_limit_error"}})
+    ) as server:
+        outcome = sdk_loop(server)
+    assert outcome.completed == 1
+    retried = [v for v in outcome.values if isinstance(v, rt.TurnRetried)]
+    assert isinstance(retried[0].error, rt.ProviderError)
+    assert retried[0].error.code == 429
+    assert server.requests == 2
+
+
+def test_an_unknown_error_from_open_stream_arrives_as_raised() -> None:
+    raised = ValueError("invalid literal")
+    calls = 0
+
+    def open_stream(messages: list[dict[str, Any]]) -> Any:
+        nonlocal calls
+        calls += 1
+        raise raised
+
+    outcome = Outcome()
+    rt.agent_loop(open_stream, {}, USER, backoff=0).subscribe(outcome)
+    assert outcome.errors == [raised]
+    assert calls == 1
+
+
+def test_a_whole_completion_is_a_type_error() -> None:
+    completion = openai.types.chat.ChatCompletion.model_validate(
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "hi"},
+                }
+            ],
+        }
+    )
+    outcome = Outcome()
+    rt.agent_loop(lambda _: completion, {}, USER).subscribe(outcome)
+    assert isinstance(outcome.errors[0], TypeError)
+    assert "stream=True" in str(outcome.errors[0])
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ({"max_turns": float("nan")}, TypeError),
+        ({"max_turns": 0}, ValueError),
+        ({"retries": "2"}, TypeError),
+        ({"retries": -1}, ValueError),
+        ({"backoff": float("nan")}, ValueError),
+        ({"backoff": float("inf")}, ValueError),
+        ({"backoff": -1}, ValueError),
+    ],
+)
+def test_bad_numbers_are_refused_at_the_call(arguments: dict[str, Any], error: type) -> None:
+    with pytest.raises(error):
+        rt.agent_loop(Script(answer()), {}, USER, **arguments)
+
+
+def test_a_raising_on_completed_under_asyncio_reaches_the_loop_s_handler() -> None:
+    seen: list[BaseException] = []
+
+    def on_completed() -> None:
+        raise Boom("from on_completed")
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda _, context: seen.append(context["exception"])
+        )
+        rt.agent_loop(Script(answer()), {}, USER).subscribe(on_completed=on_completed)
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+
+    asyncio.run(main())
+    assert [str(e) for e in seen] == ["from on_completed"]
