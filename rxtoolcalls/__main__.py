@@ -7,6 +7,7 @@ import importlib
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
@@ -302,13 +303,26 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         elif isinstance(event, TurnRetried):
             print(f"  ↻ retrying turn {event.turn}: {event.error}", file=err, flush=True)
 
-    agent_loop(
+    finished = threading.Event()
+
+    def on_error(error: Exception) -> None:
+        errors.append(error)
+        finished.set()
+
+    # A retry waits on a timer thread: subscribe() may return long before the loop ends.
+    subscription = agent_loop(
         open_stream,
         functions,
         [{"role": "user", "content": args.prompt}],
         max_turns=args.max_turns,
+        retries=args.retries,
         policy=policy,
-    ).subscribe(on_event, errors.append)
+    ).subscribe(on_event, on_error, finished.set)
+    try:
+        while not finished.wait(0.2):
+            pass
+    finally:
+        subscription.dispose()
     if errors:
         error = errors[0]
         if isinstance(error, ToolCallStreamError):
@@ -316,7 +330,8 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"rxtoolcalls: {type(error).__name__}: {error}", file=err)
         return 1
     final = events[-1]
-    assert isinstance(final, Conversation)
+    if not isinstance(final, Conversation):
+        raise AssertionError(f"the agent loop completed after {final!r}, not a Conversation")
     if args.json:
         print(json.dumps(list(final.messages), indent=2, ensure_ascii=False), file=out)
     else:
@@ -385,6 +400,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a Python function as a tool (repeatable)",
     )
     chat.add_argument("--max-turns", type=int, default=8)
+    chat.add_argument(
+        "--retries",
+        type=int,
+        default=2,
+        help="times an interrupted turn is streamed again (default: %(default)s)",
+    )
     chat.add_argument("--record", metavar="JSONL", help="also write each turn's raw stream")
     chat.add_argument("--json", action="store_true", help="print the whole conversation as JSON")
     policy_options(chat)

@@ -1,0 +1,51 @@
+"""The ``chat`` command against a local replay server: retries, options, tools, exit statuses."""
+
+from __future__ import annotations
+
+import io
+import socket
+
+import pytest
+
+from rxtoolcalls.__main__ import main
+from rxtoolcalls.serve import ReplayServer
+
+pytest.importorskip("openai")
+
+ANSWER = [{"choices": [{"index": 0, "delta": {"content": "All good."}, "finish_reason": "stop"}]}]
+
+
+def _chat(base_url: str, *extra: str, progress: bool = False) -> tuple[int, str]:
+    out = io.StringIO()
+    lead = ["--progress"] if progress else []
+    code = main([*lead, "chat", "Hello?", "--base-url", base_url, "--model", "m", *extra], out=out)
+    return code, out.getvalue()
+
+
+def test_a_cut_turn_is_retried_and_the_answer_printed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with ReplayServer([ANSWER], cut={0: 0}) as server:
+        code, printed = _chat(server.base_url, progress=True)
+    assert code == 0
+    assert printed.strip() == "All good."
+    assert len(server.requests) == 2
+    assert "↻ retrying turn 1" in capsys.readouterr().err
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_connection_refused_exits_interrupted_after_the_retries(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, printed = _chat(f"http://127.0.0.1:{_closed_port()}/v1", "--retries", "1")
+    assert code == 4
+    assert printed == ""
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("rxtoolcalls: StreamInterruptedError: ")
