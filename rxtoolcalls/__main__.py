@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import os
+import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import reactivex
 from reactivex import operators as ops
@@ -32,12 +34,14 @@ from ._errors import (
 from ._policy import DEFAULT, LENIENT, Policy
 from ._sse import DONE, SSEDecoder, chunk_from_event
 from ._types import AssistantTurn, ToolCallStarted
+from .agent import ToolExecutionError, TurnLimitError
 from .operators import assemble, progress
-from .sources import from_openai_stream, from_sse, read_jsonl, record
+from .sources import chunk_error_field, from_openai_stream, read_jsonl, record
 
 __all__ = ["EXIT_CODES", "main"]
 
-# One exit status per error class (subclasses before their bases); 2 is a usage or I/O error.
+# One exit status per error class (subclasses before their bases); 2 is a usage or I/O error,
+# 130 an interrupt (Ctrl-C).
 EXIT_CODES: tuple[tuple[type[ToolCallStreamError], int], ...] = (
     (MalformedChunkError, 3),
     (ProviderError, 9),
@@ -48,22 +52,17 @@ EXIT_CODES: tuple[tuple[type[ToolCallStreamError], int], ...] = (
     (MultipleChoicesError, 8),
     (LimitExceededError, 10),
     (UnknownToolError, 11),
+    (TurnLimitError, 12),
+    (ToolExecutionError, 13),
     (ToolCallStreamError, 1),
 )
+USAGE = 2
+INTERRUPTED = 130
 
-_HINTS: dict[type[ToolCallStreamError], str] = {
-    MalformedChunkError: "the provider broke the chunk format; keep the raw stream and report it",
-    ProviderError: "the provider failed mid-stream; retry the request",
-    StreamInterruptedError: "retry; for providers that never send a finish_reason use "
-    "--no-require-finish-reason or --policy lenient",
-    TruncatedToolCallError: "raise max_tokens and retry",
-    ContentFilteredError: "rephrase the request",
-    InvalidArgumentsError: "the model wrote invalid arguments; retry the turn",
-    MultipleChoicesError: "request n=1",
-    LimitExceededError: "the output passed a safety limit; raise it in Limits if it is legitimate",
-    UnknownToolError: "the model called an undeclared tool; retry the turn",
-    ToolCallStreamError: "retry",
-}
+
+class _UsageError(Exception):
+    """A usage or I/O error: one line on stderr, exit status 2."""
+
 
 DEMO_PACE = 0.04  # seconds per chunk at --speed 1: a recording keeps no timestamps
 
@@ -72,9 +71,35 @@ def _exit_code(error: ToolCallStreamError) -> int:
     return next(code for kind, code in EXIT_CODES if isinstance(error, kind))
 
 
-def _explain(error: ToolCallStreamError, err: TextIO) -> int:
-    hint = next(h for kind, h in _HINTS.items() if isinstance(error, kind))
-    print(f"rxtoolcalls: {type(error).__name__}: {error} — {hint}", file=err)
+def _flag_hint(error: ToolCallStreamError, command: str) -> str | None:
+    """What this command's own options can do about ``error`` (the library's hint is generic)."""
+    ended_early = (
+        type(error) is StreamInterruptedError
+        and error.__cause__ is None
+        and error.finish_reason is None
+    )
+    if command in ("replay", "record", "serve") and ended_early:
+        return "--no-require-finish-reason or --policy lenient accept a stream without one"
+    if command == "chat":
+        if ended_early:
+            return "--policy lenient accepts a stream without one"
+        if isinstance(error, TruncatedToolCallError):
+            return "raise --max-tokens"
+        if isinstance(error, TurnLimitError):
+            return "raise --max-turns"
+    return None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _explain(error: ToolCallStreamError, err: TextIO, command: str, where: str = "") -> int:
+    """Print ``error`` as one line (where, type, message, hints); return its exit status."""
+    hints = [getattr(error, "hint", None), _flag_hint(error, command)]
+    tail = "; ".join(hint for hint in hints if hint)
+    line = f"rxtoolcalls: {where}{type(error).__name__}: {_one_line(str(error))}"
+    print(f"{line} — {tail}" if tail else line, file=err)
     return _exit_code(error)
 
 
@@ -83,16 +108,74 @@ def _looks_like_sse(lines: list[str]) -> bool:
     return first.startswith(("data:", ":", "event:", "id:", "retry:"))
 
 
-def _sse_chunks(lines: Sequence[str]) -> Iterator[dict[str, Any]]:
+def _error_chunk(body: object) -> dict[str, Any]:
+    """An in-band provider error as the chunk a capture keeps (the assembler raises on it)."""
+    if isinstance(body, dict) and (body.get("error") is not None or body.get("object") == "error"):
+        return body
+    return {"error": body}
+
+
+def _sse_chunks(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The chunks of raw SSE text; in-band errors (every shape ``from_sse`` knows) as chunks."""
     decoder = SSEDecoder()
     for line in lines:
         for event in decoder.feed(line):
-            chunk = chunk_from_event(event)
+            try:
+                chunk = chunk_from_event(event)
+            except ProviderError as error:
+                yield _error_chunk(error.body)
+                continue
+            except RecursionError:
+                raise MalformedChunkError(
+                    "an event's data nests deeper than the JSON decoder can read"
+                ) from None
             if chunk is DONE:
                 return
             if isinstance(chunk, dict):
                 yield chunk
     decoder.close()
+    if decoder.error_field is not None:
+        # Old llama.cpp servers wrote errors in a non-standard "error:" field.
+        yield _error_chunk(chunk_error_field(decoder.error_field).body)
+
+
+def _jsonl_chunks(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    number = 0
+
+    def counted() -> Iterator[str]:
+        nonlocal number
+        for number, line in enumerate(lines, 1):  # noqa: B007 - read after a failure
+            yield line
+
+    try:
+        yield from read_jsonl(counted())
+    except RecursionError:
+        raise MalformedChunkError(
+            f"line {number} nests deeper than the JSON decoder can read"
+        ) from None
+
+
+def _read_text(path: str) -> str:
+    """The text of a capture file (``-``: stdin); a usage error if unreadable or not text."""
+    try:
+        if path == "-":
+            buffer = getattr(sys.stdin, "buffer", None)
+            data: bytes | str = sys.stdin.read() if buffer is None else buffer.read()
+        else:
+            data = Path(path).read_bytes()
+    except OSError as exc:
+        raise _UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    name = "stdin" if path == "-" else path
+    if isinstance(data, bytes):
+        if b"\0" in data:
+            raise _UsageError(f"{name} is a binary file, not a capture (.jsonl or SSE text)")
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _UsageError(
+                f"{name} is not UTF-8 text (byte {exc.start}: {exc.reason})"
+            ) from None
+    return data
 
 
 def _load(path: str | None) -> list[dict[str, Any]]:
@@ -100,13 +183,8 @@ def _load(path: str | None) -> list[dict[str, Any]]:
     if path is None:
         demo = resources.files("rxtoolcalls").joinpath("data/demo.jsonl")
         return list(read_jsonl(demo.read_text(encoding="utf-8").splitlines()))
-    if path == "-":
-        lines = sys.stdin.read().splitlines(keepends=True)
-    else:
-        lines = Path(path).read_text(encoding="utf-8").splitlines(keepends=True)
-    if (path or "").endswith(".sse") or _looks_like_sse(lines):
-        return list(_sse_chunks(lines))
-    return list(read_jsonl(lines))
+    lines = _read_text(path).splitlines(keepends=True)
+    return list(_chunk_stream(lines, sse=path.endswith(".sse")))
 
 
 def _policy(args: argparse.Namespace) -> tuple[Policy, bool | None]:
@@ -121,14 +199,31 @@ def _show_progress(args: argparse.Namespace, err: TextIO) -> bool:
     return not getattr(args, "json", False) and err.isatty()
 
 
+def _timeline_check(path: str) -> None:
+    """Refuse a timeline that cannot be written before any work is done."""
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        raise _UsageError("--timeline needs matplotlib: pip install 'rxtoolcalls[viz]'") from None
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise _UsageError(f"cannot write {path}: no directory {target.parent}")
+    kind = target.suffix.lower().removeprefix(".")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if kind and kind not in formats:
+        raise _UsageError(
+            f"cannot write {path}: unknown picture format {kind!r} "
+            f"(one of {', '.join(sorted(formats))})"
+        )
+
+
 def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.timeline:
+        _timeline_check(args.timeline)
     try:
         chunks = _load(args.file)
-    except OSError as exc:
-        print(f"rxtoolcalls: cannot read {args.file}: {exc.strerror or exc}", file=err)
-        return 2
     except ToolCallStreamError as exc:
-        return _explain(exc, err)
+        return _explain(exc, err, "replay")
     pace = 0.0 if args.speed <= 0 else DEMO_PACE / args.speed
     arrival: list[float] = []
 
@@ -147,7 +242,8 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     def started(event: ToolCallStarted) -> None:
         if show:
-            print(f"→ {event.name}…  (call {event.index}, #{event.count})", file=err, flush=True)
+            name = _escape_surrogates(event.name)
+            print(f"→ {name}…  (call {event.index}, #{event.count})", file=err, flush=True)
 
     shared.pipe(progress(policy)).subscribe(started, lambda _: None)
     shared.pipe(assemble(policy, require_finish_reason=require)).subscribe(
@@ -159,21 +255,43 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .viz import draw, trace
 
         picture = trace(chunks, times=arrival if pace else None, policy=policy)
-        draw(picture, args.timeline, title=Path(args.file or "demo").name)
+        try:
+            draw(picture, args.timeline, title=Path(args.file or "demo").name)
+        except OSError as exc:
+            raise _UsageError(f"cannot write {args.timeline}: {exc.strerror or exc}") from None
         if show:
             print(f"timeline written to {args.timeline}", file=err)
-    return _report(turns, errors, show, out, err)
+    return _report(turns, errors, show, out, err, "replay")
+
+
+def _escape_surrogates(text: str) -> str:
+    r"""``text`` with each lone surrogate (not encodable as UTF-8) as its ``\uXXXX`` escape."""
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _json_text(value: Any) -> str:
+    r"""``value`` as indented JSON, readable UTF-8; lone surrogates stay ``\uXXXX`` escapes."""
+    # Inside a JSON string the escape decodes back to the same code point: nothing is lost.
+    return _escape_surrogates(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def _report(
-    turns: list[AssistantTurn], errors: list[Exception], show: bool, out: TextIO, err: TextIO
+    turns: list[AssistantTurn],
+    errors: list[Exception],
+    show: bool,
+    out: TextIO,
+    err: TextIO,
+    command: str,
 ) -> int:
     """Print the assembled message (and a summary if ``show``), or explain the error."""
     if errors:
         error = errors[0]
         if not isinstance(error, ToolCallStreamError):
             raise error
-        return _explain(error, err)
+        return _explain(error, err, command)
     turn = turns[0]
     if show:
         calls = len(turn.tool_calls)
@@ -184,31 +302,123 @@ def _report(
         if turn.normalizations:
             fixes = ", ".join(f"{k} x{v}" for k, v in sorted(turn.normalizations.items()))
             print(f"  recovered: {fixes}", file=err)
-    print(json.dumps(turn.to_message(), indent=2, ensure_ascii=False), file=out)
+    print(_json_text(turn.to_message()), file=out)
     return 0
 
 
+def _text_lines(path: str) -> Iterator[str]:
+    """The lines of a file or stdin (``-``) as they arrive; usage errors if not UTF-8 text.
+
+    The file is opened at once: a missing one is refused before anything is written.
+    """
+    name = "stdin" if path == "-" else path
+    stdin = getattr(sys.stdin, "buffer", sys.stdin)
+    try:
+        binary: Any = stdin if path == "-" else Path(path).open("rb")  # noqa: SIM115
+    except OSError as exc:
+        raise _UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+    def lines() -> Iterator[str]:
+        try:
+            for number, line in enumerate(binary, 1):
+                if isinstance(line, str):
+                    yield line
+                    continue
+                if b"\0" in line:
+                    raise _UsageError(
+                        f"{name} is a binary file, not a capture (.jsonl or SSE text)"
+                    )
+                try:
+                    yield line.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise _UsageError(
+                        f"{name} is not UTF-8 text (line {number}, byte {exc.start}: {exc.reason})"
+                    ) from None
+        except OSError as exc:
+            raise _UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        finally:
+            if binary is not stdin:
+                binary.close()
+
+    return lines()
+
+
+def _chunk_stream(lines: Iterable[str], sse: bool = False) -> Iterator[dict[str, Any]]:
+    """The chunks of capture lines: raw SSE if ``sse`` or sniffed, else JSONL."""
+    rest = iter(lines)
+    head: list[str] = []
+    for line in rest:
+        head.append(line.removeprefix("\ufeff") if not head else line)
+        if line.strip():
+            break
+    body = itertools.chain(head, rest)
+    return _sse_chunks(body) if sse or _looks_like_sse(head) else _jsonl_chunks(body)
+
+
+def _same_file(one: str, other: str) -> bool:
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
+
+
+def _os_error(error: BaseException | None) -> OSError | None:
+    """The ``OSError`` behind ``error``, following its causes."""
+    while error is not None:
+        if isinstance(error, OSError):
+            return error
+        error = error.__cause__
+    return None
+
+
 def _record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    source: Any = sys.stdin if args.source == "-" else Path(args.source).open(encoding="utf-8")  # noqa: SIM115
+    target = args.out
+    if args.source != "-" and _same_file(args.source, target):
+        raise _UsageError(f"{target} is the input: recording it would erase it")
+    if os.path.lexists(target) and not args.force:
+        raise _UsageError(f"{target} exists: pass --force to overwrite it")
     policy, require = _policy(args)
+    chunks = _chunk_stream(_text_lines(args.source), sse=args.source.endswith(".sse"))
+    shared = reactivex.from_iterable(chunks).pipe(ops.publish())
+    written: list[object] = []
+    capture_errors: list[Exception] = []
     turns: list[AssistantTurn] = []
     errors: list[Exception] = []
-    from_sse(source).pipe(
-        record(args.out), assemble(policy, require_finish_reason=require)
-    ).subscribe(turns.append, errors.append)
-    print(f"recorded to {args.out}", file=err)
-    return _report(turns, errors, False, out, err)
+    # Two subscribers: a failed turn stops its own reading, never the capture of the rest.
+    shared.pipe(record(target)).subscribe(written.append, capture_errors.append)
+    shared.pipe(assemble(policy, require_finish_reason=require)).subscribe(
+        turns.append, errors.append
+    )
+    shared.connect()
+    failure = capture_errors[0] if capture_errors else None
+    if isinstance(failure, _UsageError):
+        raise failure
+    problem = _os_error(failure)
+    if problem is not None:
+        raise _UsageError(f"cannot write {target}: {problem.strerror or problem}")
+    plural = "" if len(written) == 1 else "s"
+    print(f"recorded {len(written)} chunk{plural} to {target}", file=err)
+    return _report(turns, errors, False, out, err, "record")
 
 
 def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .serve import ReplayServer
 
+    recordings = []
+    for path in args.files:
+        try:
+            chunks = _load(path)
+        except ToolCallStreamError as exc:
+            return _explain(exc, err, "serve", f"{path}: ")
+        if not chunks:
+            raise _UsageError(f"{path} holds no chunks: nothing to serve")
+        recordings.append(chunks)
     try:
-        recordings = [_load(path) for path in args.files]
+        server = ReplayServer(recordings, delay=args.delay, port=args.port)
     except OSError as exc:
-        print(f"rxtoolcalls: cannot read a capture: {exc}", file=err)
-        return 2
-    server = ReplayServer(recordings, delay=args.delay, port=args.port)
+        raise _UsageError(
+            f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}"
+        ) from None
     print(f"serving {len(recordings)} recording(s) at {server.base_url}", file=out, flush=True)
     try:
         server.serve_forever()
@@ -219,26 +429,68 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _tool_file(path: str) -> list[dict[str, Any]]:
+    """The tools a ``--tools`` file declares: a JSON list, or an object with a ``tools`` list."""
+    text = _read_text(path)
+    try:
+        loaded = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _UsageError(f"{path} is not JSON: {exc}") from None
+    entries = loaded.get("tools") if isinstance(loaded, dict) else loaded
+    if not isinstance(entries, list):
+        raise _UsageError(f'{path}: expected a list of tools, or {{"tools": [...]}}')
+    for number, tool in enumerate(entries):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise _UsageError(
+                f'{path}: tool {number} has no function name (expected {{"type": "function", '
+                f'"function": {{"name": ...}}}})'
+            )
+    return entries
+
+
+def _python_tool(spec: str) -> tuple[str, Callable[..., Any]]:
+    """The function ``MODULE:FUNCTION`` names, imported as ``python -m`` would."""
+    module_name, colon, attribute = spec.partition(":")
+    if not colon or not module_name or not attribute:
+        raise _UsageError(f"--python {spec}: expected MODULE:FUNCTION")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise _UsageError(f"--python {spec}: cannot import {module_name}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module failed: say so in one line
+        raise _UsageError(
+            f"--python {spec}: importing {module_name} raised {type(exc).__name__}: {exc}"
+        ) from None
+    function = getattr(module, attribute, None)
+    if function is None:
+        raise _UsageError(f"--python {spec}: {module_name} has no attribute {attribute!r}")
+    if not callable(function):
+        raise _UsageError(f"--python {spec}: {module_name}.{attribute} is not callable")
+    return attribute, function
+
+
 def _load_tools(
     args: argparse.Namespace,
 ) -> tuple[list[dict[str, Any]], dict[str, Callable[..., Any]]]:
-    declared: list[dict[str, Any]] = []
-    if args.tools:
-        loaded = json.loads(Path(args.tools).read_text(encoding="utf-8"))
-        declared = list(loaded if isinstance(loaded, list) else loaded.get("tools", []))
+    declared = _tool_file(args.tools) if args.tools else []
     functions: dict[str, Callable[..., Any]] = {}
     for spec in args.python or []:
-        module_name, _, attribute = spec.partition(":")
-        function = getattr(importlib.import_module(module_name), attribute)
-        functions[attribute] = function
-        if not any(t.get("function", {}).get("name") == attribute for t in declared):
+        name, function = _python_tool(spec)
+        functions[name] = function
+        if not any(t["function"]["name"] == name for t in declared):
+            summary = (function.__doc__ or "").strip().splitlines()
+            parameters = getattr(function, "parameters", {"type": "object"})
+            if not isinstance(parameters, dict):
+                raise _UsageError(f"--python {spec}: its parameters attribute is not a dict")
             declared.append(
                 {
                     "type": "function",
                     "function": {
-                        "name": attribute,
-                        "description": (function.__doc__ or attribute).strip().splitlines()[0],
-                        "parameters": getattr(function, "parameters", {"type": "object"}),
+                        "name": name,
+                        "description": summary[0] if summary else name,
+                        "parameters": parameters,
                     },
                 }
             )
@@ -254,16 +506,13 @@ def _load_tools(
 
 
 def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    declared, functions = _load_tools(args)
     try:
         import openai
     except ImportError:
-        print(
-            "rxtoolcalls: chat needs the openai extra: pip install 'rxtoolcalls[openai]'", file=err
-        )
-        return 2
+        raise _UsageError("chat needs the openai SDK: pip install 'rxtoolcalls[openai]'") from None
     from .agent import Conversation, ToolCallFinished, TurnRetried, agent_loop
 
-    declared, functions = _load_tools(args)
     # The SDK's overloads do not type a request built from a user's files; it is checked there.
     client: Any = openai.OpenAI(
         api_key=os.environ.get("OPENAI_API_KEY", "unused"), base_url=args.base_url, max_retries=0
@@ -297,9 +546,10 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not show:
             return
         if isinstance(event, ToolCallStarted):
-            print(f"→ {event.name}…", file=err, flush=True)
+            print(f"→ {_escape_surrogates(event.name)}…", file=err, flush=True)
         elif isinstance(event, ToolCallFinished):
-            print(f"  ← {event.call.name}: {event.content[:80]}", file=err, flush=True)
+            answer = _escape_surrogates(_one_line(event.content)[:80])
+            print(f"  ← {_escape_surrogates(event.call.name)}: {answer}", file=err, flush=True)
         elif isinstance(event, TurnRetried):
             print(f"  ↻ retrying turn {event.turn}: {event.error}", file=err, flush=True)
 
@@ -326,21 +576,28 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if errors:
         error = errors[0]
         if isinstance(error, ToolCallStreamError):
-            return _explain(error, err)
-        print(f"rxtoolcalls: {type(error).__name__}: {error}", file=err)
+            return _explain(error, err, "chat")
+        print(f"rxtoolcalls: {type(error).__name__}: {_one_line(str(error))}", file=err)
         return 1
     final = events[-1]
     if not isinstance(final, Conversation):
         raise AssertionError(f"the agent loop completed after {final!r}, not a Conversation")
     if args.json:
-        print(json.dumps(list(final.messages), indent=2, ensure_ascii=False), file=out)
+        print(_json_text(list(final.messages)), file=out)
     else:
-        print(final.final.content or "", file=out)
+        print(_escape_surrogates(final.final.content or ""), file=out)
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line: what is wrong and where the help is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="rxtoolcalls",
         description="Assemble streamed tool calls. Without a command, replays the bundled demo "
         "(a real gpt-4o recording with two parallel tool calls) and prints the assistant message.",
@@ -380,7 +637,13 @@ def _parser() -> argparse.ArgumentParser:
 
     rec = sub.add_parser("record", help="tee raw SSE (a file or stdin) to a .jsonl capture")
     rec.add_argument("out", help="capture file to write (one chunk per line)")
-    rec.add_argument("source", nargs="?", default="-", help="raw SSE file (default: stdin)")
+    rec.add_argument(
+        "source",
+        nargs="?",
+        default="-",
+        help="raw SSE (or a .jsonl capture), read as it arrives (default: stdin)",
+    )
+    rec.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
     policy_options(rec)
 
     serve = sub.add_parser("serve", help="replay captures over a local OpenAI-compatible endpoint")
@@ -412,13 +675,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so the flush at exit cannot fail on a closed pipe."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the command line; return the exit status."""
     args = _parser().parse_args(argv)
     out = out or sys.stdout
     err = sys.stderr
     if args.command is None:
-        demo = argparse.Namespace(
+        args = argparse.Namespace(
+            command="replay",
             file=None,
             speed=1.0,
             json=False,
@@ -427,9 +700,22 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             policy="default",
             no_require_finish_reason=False,
         )
-        return _replay(demo, out, err)
     handler = {"replay": _replay, "record": _record, "serve": _serve, "chat": _chat}[args.command]
-    return handler(args, out, err)
+    try:
+        code = handler(args, out, err)
+        out.flush()
+    except _UsageError as exc:
+        print(f"rxtoolcalls: {exc}", file=err)
+        return USAGE
+    except BrokenPipeError:
+        # The reader left early (`| head`): the rest is not wanted.
+        _discard_stdout()
+        print("rxtoolcalls: the output was closed before the end (broken pipe)", file=err)
+        return USAGE
+    except KeyboardInterrupt:
+        print("rxtoolcalls: interrupted", file=err)
+        return INTERRUPTED
+    return code
 
 
 if __name__ == "__main__":

@@ -333,20 +333,36 @@ def _wire_dict(chunk: object) -> Any:
     raise MalformedChunkError(f"cannot record a {type(chunk).__name__} chunk as JSON")
 
 
+def _capture_line(chunk: object) -> bytes:
+    r"""One capture line: readable UTF-8; a lone surrogate written as its ``\uXXXX`` escape."""
+    line = json.dumps(_wire_dict(chunk), ensure_ascii=False)
+    try:
+        return line.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        # Lone surrogates cannot be UTF-8; as JSON escapes they read back as the same value.
+        return json.dumps(_wire_dict(chunk)).encode("ascii") + b"\n"
+
+
 def record(path: str | os.PathLike[str]) -> Callable[[Observable[T]], Observable[T]]:
-    """Pass chunks through unchanged while writing them to ``path``, one JSON line each.
+    r"""Pass chunks through unchanged while writing them to ``path``, one JSON line each.
 
     ``Observable[Chunk] -> Observable[Chunk]``; the capture is in the fixture format (SDK
-    objects as their wire dicts), flushed per chunk so a crash keeps what arrived. Each
-    subscription rewrites the file; it is closed on completion, error or dispose. Use it in
-    front of ``assemble()`` to keep "the raw stream" a bug report asks for.
+    objects as their wire dicts, UTF-8, a lone surrogate kept as its ``\uXXXX`` escape),
+    flushed per chunk so a crash keeps what arrived. Each subscription rewrites the file; it is
+    closed on completion, error or dispose. A file that cannot be opened or written is an
+    ``OSError`` on ``on_error``. Use it in front of ``assemble()`` to keep "the raw stream" a
+    bug report asks for.
     """
 
     def operator(source: Observable[T]) -> Observable[T]:
         def subscribe(
             observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None
         ) -> abc.DisposableBase:
-            capture = Path(path).open("w", encoding="utf-8")  # noqa: SIM115 - closed by dispose
+            try:
+                capture = Path(path).open("wb")  # noqa: SIM115 - closed by dispose
+            except OSError as error:
+                observer.on_error(error)
+                return Disposable()
 
             def close() -> None:
                 if not capture.closed:
@@ -356,7 +372,7 @@ def record(path: str | os.PathLike[str]) -> Callable[[Observable[T]], Observable
                 if capture.closed:
                     return  # failed to write earlier, or disposed
                 try:
-                    capture.write(json.dumps(_wire_dict(chunk), ensure_ascii=False) + "\n")
+                    capture.write(_capture_line(chunk))
                     capture.flush()
                 except Exception as error:  # noqa: BLE001 - delivered as on_error
                     close()
