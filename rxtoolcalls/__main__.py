@@ -133,9 +133,13 @@ def _sse_chunks(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
                 return
             if isinstance(chunk, dict):
                 yield chunk
+        if decoder.error_field is not None:
+            # Old llama.cpp servers wrote errors in a non-standard "error:" field; kept where
+            # it came, so a capture replays it in place.
+            yield _error_chunk(chunk_error_field(decoder.error_field).body)
+            decoder.error_field = None
     decoder.close()
     if decoder.error_field is not None:
-        # Old llama.cpp servers wrote errors in a non-standard "error:" field.
         yield _error_chunk(chunk_error_field(decoder.error_field).body)
 
 

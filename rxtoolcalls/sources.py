@@ -358,15 +358,17 @@ def record(path: str | os.PathLike[str]) -> Callable[[Observable[T]], Observable
         def subscribe(
             observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None
         ) -> abc.DisposableBase:
-            try:
-                capture = Path(path).open("wb")  # noqa: SIM115 - closed by dispose
-            except OSError as error:
-                observer.on_error(error)
-                return Disposable()
+            # An OSError here reaches on_error: Observable.subscribe routes it there.
+            capture = Path(path).open("wb")  # noqa: SIM115 - closed by dispose
 
-            def close() -> None:
-                if not capture.closed:
-                    capture.close()
+            def close() -> OSError | None:
+                if capture.closed:
+                    return None
+                try:
+                    capture.close()  # the descriptor is freed even when the last flush fails
+                except OSError as error:
+                    return error
+                return None
 
             def on_next(chunk: T) -> None:
                 if capture.closed:
@@ -385,11 +387,18 @@ def record(path: str | os.PathLike[str]) -> Callable[[Observable[T]], Observable
                 observer.on_error(error)
 
             def on_completed() -> None:
-                close()
+                failed = close()
+                if failed is not None:
+                    observer.on_error(failed)
+                    return
                 observer.on_completed()
 
             subscription = source.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
-            return CompositeDisposable(subscription, Disposable(close))
+
+            def dispose() -> None:
+                close()
+
+            return CompositeDisposable(subscription, Disposable(dispose))
 
         return Observable(subscribe)
 
