@@ -405,6 +405,10 @@ def _record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return _report(turns, errors, False, out, err, "record")
 
 
+def _log(line: str, err: TextIO) -> None:
+    print(line, file=err, flush=True)
+
+
 def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .serve import ReplayServer
 
@@ -418,7 +422,9 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             raise _UsageError(f"{path} holds no chunks: nothing to serve")
         recordings.append(chunks)
     try:
-        server = ReplayServer(recordings, delay=args.delay, port=args.port)
+        server = ReplayServer(
+            recordings, delay=args.delay, port=args.port, log=lambda line: _log(line, err)
+        )
     except OSError as exc:
         raise _UsageError(
             f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}"
@@ -650,10 +656,26 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
     policy_options(rec)
 
-    serve = sub.add_parser("serve", help="replay captures over a local OpenAI-compatible endpoint")
-    serve.add_argument("files", nargs="+", help="captures, answered one per request in order")
-    serve.add_argument("--port", type=int, default=8765)
-    serve.add_argument("--delay", type=float, default=0.03, help="seconds between chunks")
+    serve = sub.add_parser(
+        "serve",
+        help="replay captures over a local OpenAI-compatible endpoint",
+        description="Answer POST /v1/chat/completions on 127.0.0.1 with the captures in order, "
+        "one per request; after the last capture, the last one is answered again. A request "
+        "with stream: true gets the capture as Server-Sent Events (then data: [DONE]); one "
+        "without it gets the capture assembled into one chat.completion (502 with the typed "
+        "error if it does not assemble). GET /v1/models lists the captures' models. One log "
+        "line per request on stderr; Ctrl-C stops.",
+    )
+    serve.add_argument("files", nargs="+", help="captures (.jsonl or raw SSE), in answer order")
+    serve.add_argument(
+        "--port", type=int, default=8765, help="port to listen on, 0 for any (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--delay",
+        type=float,
+        default=0.03,
+        help="seconds between streamed chunks (default: %(default)s)",
+    )
 
     chat = sub.add_parser("chat", help="run the agent loop against an OpenAI-compatible endpoint")
     chat.add_argument("prompt")
