@@ -465,6 +465,10 @@ def _python_tool(spec: str) -> tuple[str, Callable[..., Any]]:
     module_name, colon, attribute = spec.partition(":")
     if not colon or not module_name or not attribute:
         raise _UsageError(f"--python {spec}: expected MODULE:FUNCTION")
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        # `python -m` puts the current directory first; the console script puts its own.
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

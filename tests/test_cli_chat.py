@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +52,42 @@ def test_connection_refused_exits_interrupted_after_the_retries(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("rxtoolcalls: StreamInterruptedError: ")
+
+
+def _console_script() -> Path:
+    script = Path(sys.executable).parent / "rxtoolcalls"
+    if not script.exists():
+        pytest.skip("the console script is not installed next to this interpreter")
+    return script
+
+
+def test_the_console_script_imports_python_tools_from_the_current_directory(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "local_tools.py").write_text(
+        'def lookup(term):\n    """Look a term up."""\n    return term\n'
+    )
+    with ReplayServer([ANSWER]) as server:
+        done = subprocess.run(
+            [
+                str(_console_script()),
+                "chat",
+                "Hello?",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "m",
+                "--python",
+                "local_tools:lookup",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "All good."
+    [tool] = server.requests[0]["tools"]
+    assert tool["function"]["name"] == "lookup"
+    assert tool["function"]["description"] == "Look a term up."
