@@ -1,4 +1,4 @@
-"""Command line: replay, record, serve and chat; without arguments, replay the bundled demo."""
+"""Command line: replay, record, export, serve and chat; without arguments, replay the demo."""
 
 from __future__ import annotations
 
@@ -203,6 +203,16 @@ def _show_progress(args: argparse.Namespace, err: TextIO) -> bool:
     return not getattr(args, "json", False) and err.isatty()
 
 
+def _capture_name(args: argparse.Namespace) -> str | None:
+    """The capture a command reads: its FILE, or ``None`` for ``--demo``."""
+    if args.demo and args.file is not None:
+        raise _UsageError(f"{args.command}: give FILE or --demo, not both")
+    if not args.demo and args.file is None:
+        raise _UsageError(f"{args.command}: a capture FILE (or --demo) is needed")
+    name: str | None = args.file
+    return name
+
+
 def _timeline_check(path: str) -> None:
     """Refuse a timeline that cannot be written before any work is done."""
     try:
@@ -222,10 +232,11 @@ def _timeline_check(path: str) -> None:
 
 
 def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    name = _capture_name(args)
     if args.timeline:
         _timeline_check(args.timeline)
     try:
-        chunks = _load(args.file)
+        chunks = _load(name)
     except ToolCallStreamError as exc:
         return _explain(exc, err, "replay")
     pace = 0.0 if args.speed <= 0 else DEMO_PACE / args.speed
@@ -260,7 +271,7 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
         picture = trace(chunks, times=arrival if pace else None, policy=policy)
         try:
-            draw(picture, args.timeline, title=Path(args.file or "demo").name)
+            draw(picture, args.timeline, title=Path(name or "demo").name)
         except OSError as exc:
             raise _UsageError(f"cannot write {args.timeline}: {exc.strerror or exc}") from None
         if show:
@@ -405,6 +416,23 @@ def _record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return _report(turns, errors, False, out, err, "record")
 
 
+def _export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    name = _capture_name(args)
+    try:
+        chunks = _load(name)
+    except ToolCallStreamError as exc:
+        return _explain(exc, err, "export")
+    for chunk in chunks:
+        # SSE as providers send it (ASCII escapes); JSONL as record writes it.
+        if args.to == "sse":
+            out.write(f"data: {json.dumps(chunk)}\n\n")
+        else:
+            out.write(_escape_surrogates(json.dumps(chunk, ensure_ascii=False)) + "\n")
+    if args.to == "sse":
+        out.write("data: [DONE]\n\n")
+    return 0
+
+
 def _log(line: str, err: TextIO) -> None:
     print(line, file=err, flush=True)
 
@@ -412,8 +440,10 @@ def _log(line: str, err: TextIO) -> None:
 def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .serve import ReplayServer
 
+    if args.demo == bool(args.files):
+        raise _UsageError("serve: give capture FILES or --demo")
     recordings = []
-    for path in args.files:
+    for path in args.files or [None]:
         try:
             chunks = _load(path)
         except ToolCallStreamError as exc:
@@ -519,6 +549,17 @@ def _load_tools(
     return declared, functions
 
 
+def _tool_choice(text: str | None, declared: list[dict[str, Any]]) -> object:
+    """The request's ``tool_choice`` for ``--tool-choice``: a mode, or one named tool."""
+    if text is None or text in ("auto", "none", "required"):
+        return text
+    names = [tool["function"]["name"] for tool in declared]
+    if text not in names:
+        known = ", ".join(names) or "no tools were given"
+        raise _UsageError(f"--tool-choice {text}: not a mode or a declared tool ({known})")
+    return {"type": "function", "function": {"name": text}}
+
+
 def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     declared, functions = _load_tools(args)
     try:
@@ -533,22 +574,32 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     policy, _ = _policy(args)
     show = _show_progress(args, err)
-    turn_number = [0]
+    choice = _tool_choice(args.tool_choice, declared)
+    options: dict[str, Any] = {}
+    if args.temperature is not None:
+        options["temperature"] = args.temperature
+    if args.max_tokens is not None:
+        options["max_tokens"] = args.max_tokens
+    first = [{"role": "system", "content": args.system}] if args.system is not None else []
 
     def open_stream(messages: list[dict[str, Any]]) -> Any:
-        turn_number[0] += 1
+        # Counted from the transcript: a retried turn keeps its number (and its capture).
+        turn = 1 + sum(1 for message in messages if message.get("role") == "assistant")
+        # A forced choice holds for the first turn only: forced every turn, the model could
+        # never answer, and the loop would end in TurnLimitError.
+        forced = turn == 1 or choice in ("auto", "none")
         stream = client.chat.completions.create(
             model=args.model,
             messages=messages,
             stream=True,
             **({"tools": declared} if declared else {}),
+            **({"tool_choice": choice} if choice is not None and forced else {}),
+            **options,
         )
         source = from_openai_stream(stream)
         if args.record:
             path = Path(args.record)
-            target = (
-                path if turn_number[0] == 1 else path.with_suffix(f".turn{turn_number[0]}.jsonl")
-            )
+            target = path if turn == 1 else path.with_suffix(f".turn{turn}.jsonl")
             source = source.pipe(record(target))
         return source
 
@@ -577,7 +628,7 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     subscription = agent_loop(
         open_stream,
         functions,
-        [{"role": "user", "content": args.prompt}],
+        [*first, {"role": "user", "content": args.prompt}],
         max_turns=args.max_turns,
         retries=args.retries,
         policy=policy,
@@ -610,6 +661,21 @@ class _Parser(argparse.ArgumentParser):
         self.exit(USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _number(kind: Callable[[str], Any], low: float) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` of at least ``low``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value >= low:  # also refuses NaN
+            raise argparse.ArgumentTypeError(f"must be at least {low:g}: {text!r}")
+        return value
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="rxtoolcalls",
@@ -622,43 +688,88 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="progress on stderr (default: when stderr is a terminal)",
     )
-    sub = parser.add_subparsers(dest="command")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def policy_options(command: argparse.ArgumentParser) -> None:
         command.add_argument(
             "--policy",
             choices=("default", "lenient"),
             default="default",
-            help="lenient opts into every recovery of the provider-quirk catalogue",
+            help="lenient opts into every recovery of the provider-quirk catalogue "
+            "(default: %(default)s)",
         )
         command.add_argument(
             "--no-require-finish-reason",
             action="store_true",
-            help="accept a stream that ends without a finish_reason",
+            help="accept a stream that ends without a finish_reason (default: off)",
         )
 
-    replay = sub.add_parser("replay", help="replay a capture (.jsonl or raw SSE, - for stdin)")
-    replay.add_argument("file")
+    def capture_options(command: argparse.ArgumentParser, files: str) -> None:
+        command.add_argument(
+            "--demo",
+            action="store_true",
+            help=f"use the bundled demo capture (a real gpt-4o turn with two parallel calls) "
+            f"instead of {files} (default: off)",
+        )
+
+    replay = sub.add_parser(
+        "replay",
+        help="assemble a capture (.jsonl or raw SSE, - for stdin) and print the message",
+        description="Assemble a capture and print the assistant message as JSON on stdout; "
+        "a typed error is one line on stderr and its own exit status.",
+    )
+    replay.add_argument("file", nargs="?", help="the capture: .jsonl, raw SSE (.sse or sniffed), -")
+    capture_options(replay, "FILE")
     policy_options(replay)
     replay.add_argument(
         "--speed",
-        type=float,
+        type=_number(float, 0),
         default=0.0,
-        help=f"pace multiplier ({DEMO_PACE * 1000:.0f} ms per chunk at 1; 0: no delay)",
+        help=f"pace multiplier: {DEMO_PACE * 1000:.0f} ms per chunk at 1, 0 for no delay "
+        f"(default: %(default)s)",
     )
-    replay.add_argument("--json", action="store_true", help="machine-readable result only")
-    replay.add_argument("--timeline", metavar="PNG", help="draw the turn's timeline (matplotlib)")
+    replay.add_argument(
+        "--json", action="store_true", help="the message only, no summary (default: off)"
+    )
+    replay.add_argument(
+        "--timeline",
+        metavar="PICTURE",
+        help="also draw the turn's timeline to this file: .png, .svg, .pdf… (extra viz; "
+        "default: none)",
+    )
 
-    rec = sub.add_parser("record", help="tee raw SSE (a file or stdin) to a .jsonl capture")
+    rec = sub.add_parser(
+        "record",
+        help="tee raw SSE (a file or stdin) to a .jsonl capture while assembling it",
+        description="Write each chunk of a stream to a .jsonl capture as it arrives (in-band "
+        "errors included), then print the assembled message like replay.",
+    )
     rec.add_argument("out", help="capture file to write (one chunk per line)")
     rec.add_argument(
         "source",
         nargs="?",
         default="-",
-        help="raw SSE (or a .jsonl capture), read as it arrives (default: stdin)",
+        help="raw SSE (or a .jsonl capture), read as it arrives; - for stdin (default: -)",
     )
-    rec.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    rec.add_argument(
+        "--force", action="store_true", help="overwrite OUT if it exists (default: off)"
+    )
     policy_options(rec)
+
+    export = sub.add_parser(
+        "export",
+        help="write a capture to stdout as raw SSE (or as .jsonl)",
+        description="Convert a capture: .jsonl to the raw Server-Sent Events a provider sends "
+        "(data: lines, then data: [DONE]), or raw SSE to .jsonl. Nothing is assembled.",
+    )
+    export.add_argument("file", nargs="?", help="the capture: .jsonl, raw SSE (.sse or sniffed), -")
+    capture_options(export, "FILE")
+    export.add_argument(
+        "--to",
+        choices=("sse", "jsonl"),
+        default="sse",
+        help="the output format (default: %(default)s)",
+    )
 
     serve = sub.add_parser(
         "serve",
@@ -670,37 +781,82 @@ def _parser() -> argparse.ArgumentParser:
         "error if it does not assemble). GET /v1/models lists the captures' models. One log "
         "line per request on stderr; Ctrl-C stops.",
     )
-    serve.add_argument("files", nargs="+", help="captures (.jsonl or raw SSE), in answer order")
+    serve.add_argument("files", nargs="*", help="captures (.jsonl or raw SSE), in answer order")
+    capture_options(serve, "FILES")
     serve.add_argument(
-        "--port", type=int, default=8765, help="port to listen on, 0 for any (default: %(default)s)"
+        "--port",
+        type=_number(int, 0),
+        default=8765,
+        help="port to listen on, 0 for any free one (default: %(default)s)",
     )
     serve.add_argument(
         "--delay",
-        type=float,
+        type=_number(float, 0),
         default=0.03,
         help="seconds between streamed chunks (default: %(default)s)",
     )
 
-    chat = sub.add_parser("chat", help="run the agent loop against an OpenAI-compatible endpoint")
-    chat.add_argument("prompt")
-    chat.add_argument("--base-url", required=True)
-    chat.add_argument("--model", required=True)
-    chat.add_argument("--tools", help="a JSON file with the tools list (echo stubs answer them)")
+    chat = sub.add_parser(
+        "chat",
+        help="run the agent loop against an OpenAI-compatible endpoint",
+        description="Send PROMPT, run the tools the model calls, send their results back, "
+        "until the model answers without tools; print that answer. Needs the openai extra; "
+        "the key comes from OPENAI_API_KEY.",
+    )
+    chat.add_argument("prompt", help="the user message")
+    chat.add_argument("--base-url", required=True, help="the endpoint, e.g. http://host/v1")
+    chat.add_argument("--model", required=True, help="the model name the endpoint expects")
+    chat.add_argument("--system", help="a system message sent first (default: none)")
+    chat.add_argument(
+        "--tools",
+        help="a JSON file with the tools list, answered by echo stubs (default: none)",
+    )
     chat.add_argument(
         "--python",
         action="append",
         metavar="MODULE:FUNCTION",
-        help="a Python function as a tool (repeatable)",
+        help="a Python function as a tool, imported from the current directory or the path; "
+        "repeatable (default: none)",
     )
-    chat.add_argument("--max-turns", type=int, default=8)
+    chat.add_argument(
+        "--tool-choice",
+        metavar="CHOICE",
+        help="auto, none, required, or a tool's name to force that tool; a forced choice "
+        "(required or a name) applies to the first turn only, so the model can then answer "
+        "(default: the server's, auto when tools are sent)",
+    )
+    chat.add_argument(
+        "--temperature",
+        type=_number(float, 0),
+        help="sampling temperature (default: the server's)",
+    )
+    chat.add_argument(
+        "--max-tokens",
+        type=_number(int, 1),
+        help="the most tokens the model may write per turn (default: the server's)",
+    )
+    chat.add_argument(
+        "--max-turns",
+        type=_number(int, 1),
+        default=8,
+        help="model turns before giving up with TurnLimitError (default: %(default)s)",
+    )
     chat.add_argument(
         "--retries",
-        type=int,
+        type=_number(int, 0),
         default=2,
         help="times an interrupted turn is streamed again (default: %(default)s)",
     )
-    chat.add_argument("--record", metavar="JSONL", help="also write each turn's raw stream")
-    chat.add_argument("--json", action="store_true", help="print the whole conversation as JSON")
+    chat.add_argument(
+        "--record",
+        metavar="JSONL",
+        help="also write turn 1's raw stream there, turn N's to NAME.turnN.jsonl (default: none)",
+    )
+    chat.add_argument(
+        "--json",
+        action="store_true",
+        help="print the whole conversation as JSON instead of the answer (default: off)",
+    )
     policy_options(chat)
     return parser
 
@@ -723,6 +879,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         args = argparse.Namespace(
             command="replay",
             file=None,
+            demo=True,
             speed=1.0,
             json=False,
             timeline=None,
@@ -730,7 +887,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             policy="default",
             no_require_finish_reason=False,
         )
-    handler = {"replay": _replay, "record": _record, "serve": _serve, "chat": _chat}[args.command]
+    handler = {
+        "replay": _replay,
+        "record": _record,
+        "export": _export,
+        "serve": _serve,
+        "chat": _chat,
+    }[args.command]
     try:
         code = handler(args, out, err)
         out.flush()

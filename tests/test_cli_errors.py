@@ -181,5 +181,10 @@ def test_a_closed_stdout(tmp_path: Path) -> None:
 
 
 def test_a_usage_error_is_one_line(tmp_path: Path) -> None:
+    line = one_line(run_cli("replay", PARALLEL, "--speed", "fast", cwd=tmp_path), 2)
+    assert "argument --speed: not a number: 'fast'" in line
+
+
+def test_replay_without_a_capture(tmp_path: Path) -> None:
     line = one_line(run_cli("replay", cwd=tmp_path), 2)
-    assert "required: file" in line
+    assert line == "rxtoolcalls: replay: a capture FILE (or --demo) is needed"
