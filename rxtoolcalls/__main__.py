@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import itertools
 import json
@@ -321,10 +322,12 @@ def _report(
     return 0
 
 
-def _text_lines(path: str) -> Iterator[str]:
+@contextlib.contextmanager
+def _text_lines(path: str) -> Iterator[Iterator[str]]:
     """The lines of a file or stdin (``-``) as they arrive; usage errors if not UTF-8 text.
 
-    The file is opened at once: a missing one is refused before anything is written.
+    The file is opened on entering, so a missing one is refused before anything is written,
+    and closed on leaving, however far it was read.
     """
     name = "stdin" if path == "-" else path
     stdin = getattr(sys.stdin, "buffer", sys.stdin)
@@ -351,11 +354,12 @@ def _text_lines(path: str) -> Iterator[str]:
                     ) from None
         except OSError as exc:
             raise _UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-        finally:
-            if binary is not stdin:
-                binary.close()
 
-    return lines()
+    try:
+        yield lines()
+    finally:
+        if binary is not stdin:
+            binary.close()
 
 
 def _chunk_stream(lines: Iterable[str], sse: bool = False) -> Iterator[dict[str, Any]]:
@@ -393,18 +397,19 @@ def _record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if os.path.lexists(target) and not args.force:
         raise _UsageError(f"{target} exists: pass --force to overwrite it")
     policy, require = _policy(args)
-    chunks = _chunk_stream(_text_lines(args.source), sse=args.source.endswith(".sse"))
-    shared = reactivex.from_iterable(chunks).pipe(ops.publish())
     written: list[object] = []
     capture_errors: list[Exception] = []
     turns: list[AssistantTurn] = []
     errors: list[Exception] = []
-    # Two subscribers: a failed turn stops its own reading, never the capture of the rest.
-    shared.pipe(record(target)).subscribe(written.append, capture_errors.append)
-    shared.pipe(assemble(policy, require_finish_reason=require)).subscribe(
-        turns.append, errors.append
-    )
-    shared.connect()
+    with _text_lines(args.source) as lines:
+        chunks = _chunk_stream(lines, sse=args.source.endswith(".sse"))
+        shared = reactivex.from_iterable(chunks).pipe(ops.publish())
+        # Two subscribers: a failed turn stops its own reading, never the capture of the rest.
+        shared.pipe(record(target)).subscribe(written.append, capture_errors.append)
+        shared.pipe(assemble(policy, require_finish_reason=require)).subscribe(
+            turns.append, errors.append
+        )
+        shared.connect()
     failure = capture_errors[0] if capture_errors else None
     if isinstance(failure, _UsageError):
         raise failure
