@@ -84,10 +84,10 @@ def _flag_hint(error: ToolCallStreamError, command: str) -> str | None:
     if command == "chat":
         if ended_early:
             return "--policy lenient accepts a stream without one"
-        if isinstance(error, TruncatedToolCallError):
-            return "raise --max-tokens"
         if isinstance(error, TurnLimitError):
             return "raise --max-turns"
+    if isinstance(error, MultipleChoicesError):
+        return "request one choice (n=1)"
     return None
 
 
@@ -95,10 +95,33 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+# Advice worded for Python code (a call, a keyword, a Policy or Limits field) does not fit a
+# command line; the command's own options say the same in its terms.
+_PYTHON_ADVICE = re.compile(r"\w\(|\w=|\bPolicy\b|\bLimits\b|\blenient policy\b|_\w+_")
+_POLICY_COMMANDS = ("replay", "record", "chat")
+
+
+def _library_hint(error: ToolCallStreamError, command: str) -> list[str]:
+    """The clauses of the error's own ``hint`` that fit a command line, reworded if needed."""
+    hint = getattr(error, "hint", None)
+    if not isinstance(hint, str):
+        return []
+    kept = []
+    for clause in hint.split("; "):
+        if "lenient policy" in clause:
+            if command in _POLICY_COMMANDS:
+                kept.append("--policy lenient accepts it")
+        elif command == "chat" and "max_tokens" in clause:
+            kept.append("raise --max-tokens")
+        elif not _PYTHON_ADVICE.search(clause):
+            kept.append(clause)
+    return kept
+
+
 def _explain(error: ToolCallStreamError, err: TextIO, command: str, where: str = "") -> int:
     """Print ``error`` as one line (where, type, message, hints); return its exit status."""
-    hints = [getattr(error, "hint", None), _flag_hint(error, command)]
-    tail = "; ".join(hint for hint in hints if hint)
+    hints = [*_library_hint(error, command), _flag_hint(error, command)]
+    tail = "; ".join(dict.fromkeys(hint for hint in hints if hint))
     line = f"rxtoolcalls: {where}{type(error).__name__}: {_one_line(str(error))}"
     print(f"{line} — {tail}" if tail else line, file=err)
     return _exit_code(error)

@@ -55,8 +55,37 @@ def test_the_error_s_own_hint_is_shown_once() -> None:
 
 def test_no_hint_no_dash() -> None:
     err = io.StringIO()
-    assert _explain(rxtoolcalls.MultipleChoicesError("3 choices"), err, "replay") == 8
-    assert err.getvalue() == "rxtoolcalls: MultipleChoicesError: 3 choices\n"
+    assert _explain(rxtoolcalls.ContentFilteredError("filtered"), err, "replay") == 6
+    assert err.getvalue() == "rxtoolcalls: ContentFilteredError: filtered\n"
+
+
+def _hinted(error: rxtoolcalls.ToolCallStreamError, hint: str, command: str) -> str:
+    error.hint = hint  # type: ignore[attr-defined]
+    err = io.StringIO()
+    _explain(error, err, command)
+    return err.getvalue().rstrip("\n").split(" — ", 1)[1]
+
+
+def test_python_advice_becomes_the_command_s_own_or_goes() -> None:
+    several = rxtoolcalls.MultipleChoicesError("3 choices")
+    assert _hinted(several, "assemble_choices() returns every choice", "replay") == (
+        "request one choice (n=1)"
+    )
+    lost = rxtoolcalls.MalformedChunkError("no calls")
+    lenient = "retry the request; the lenient policy (accept_tool_calls_finish_without_calls) "
+    assert _hinted(lost, lenient + "accepts it", "replay") == (
+        "retry the request; --policy lenient accepts it"
+    )
+    assert _hinted(lost, lenient + "accepts it", "serve") == "retry the request"
+    cut = rxtoolcalls.TruncatedToolCallError("cut")
+    assert _hinted(cut, "raise max_tokens and retry the request", "chat") == "raise --max-tokens"
+    assert _hinted(cut, "raise max_tokens and retry the request", "replay") == (
+        "raise max_tokens and retry the request"
+    )
+    empty = rxtoolcalls.StreamInterruptedError("no choice")
+    empty.__cause__ = ValueError("source")
+    advice = "retry the request; if read by another subscriber first (share()), use x()"
+    assert _hinted(empty, advice, "replay") == "retry the request"
 
 
 def test_a_missing_finish_reason_points_at_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
