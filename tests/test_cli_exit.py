@@ -93,11 +93,11 @@ def test_a_missing_finish_reason_points_at_the_flags(capsys: pytest.CaptureFixtu
     assert main(["replay", str(path)], out=io.StringIO()) == 4
     line = capsys.readouterr().err
     assert line.count("\n") == 1
+    assert line.count(" — ") == 1
     assert line.endswith(
-        "— --no-require-finish-reason or --policy lenient accept a stream without one\n"
+        "--no-require-finish-reason or --policy lenient accept a stream without one\n"
     )
     assert "retry — retry" not in line
-    assert not re.search(r"— .*\bretry\b.*\bretry\b", line)
 
 
 def test_a_multi_line_message_stays_one_line() -> None:
