@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -188,3 +189,23 @@ def test_a_usage_error_is_one_line(tmp_path: Path) -> None:
 def test_replay_without_a_capture(tmp_path: Path) -> None:
     line = one_line(run_cli("replay", cwd=tmp_path), 2)
     assert line == "rxtoolcalls: replay: a capture FILE (or --demo) is needed"
+
+
+def test_ctrl_c_is_one_line_and_status_130(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rxtoolcalls", "--progress", "replay", "--demo", "--speed", "0.05"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        assert process.stderr.readline().startswith("→ ")  # replaying, 0.8 s per chunk
+        process.send_signal(signal.SIGINT)
+        _, rest = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+    assert process.returncode == 130
+    assert rest == "rxtoolcalls: interrupted\n"
