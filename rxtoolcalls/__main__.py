@@ -183,36 +183,13 @@ def _jsonl_chunks(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
         ) from None
 
 
-def _read_text(path: str) -> str:
-    """The text of a capture file (``-``: stdin); a usage error if unreadable or not text."""
-    try:
-        if path == "-":
-            buffer = getattr(sys.stdin, "buffer", None)
-            data: bytes | str = sys.stdin.read() if buffer is None else buffer.read()
-        else:
-            data = Path(path).read_bytes()
-    except OSError as exc:
-        raise _UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    name = "stdin" if path == "-" else path
-    if isinstance(data, bytes):
-        if b"\0" in data:
-            raise _UsageError(f"{name} is a binary file, not a capture (.jsonl or SSE text)")
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _UsageError(
-                f"{name} is not UTF-8 text (byte {exc.start}: {exc.reason})"
-            ) from None
-    return data
-
-
 def _load(path: str | None) -> list[dict[str, Any]]:
     """The chunks of a capture: ``.jsonl``, raw SSE (``.sse`` or sniffed), ``-`` for stdin."""
     if path is None:
         demo = resources.files("rxtoolcalls").joinpath("data/demo.jsonl")
         return list(read_jsonl(demo.read_text(encoding="utf-8").splitlines()))
-    lines = _read_text(path).splitlines(keepends=True)
-    return list(_chunk_stream(lines, sse=path.endswith(".sse")))
+    with _text_lines(path) as lines:
+        return list(_chunk_stream(lines, sse=path.endswith(".sse")))
 
 
 def _policy(args: argparse.Namespace) -> tuple[Policy, bool | None]:
@@ -499,7 +476,8 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _tool_file(path: str) -> list[dict[str, Any]]:
     """The tools a ``--tools`` file declares: a JSON list, or an object with a ``tools`` list."""
-    text = _read_text(path)
+    with _text_lines(path) as lines:
+        text = "".join(lines)
     try:
         loaded = json.loads(text)
     except (ValueError, RecursionError) as exc:
