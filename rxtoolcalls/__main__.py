@@ -258,8 +258,8 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     def started(event: ToolCallStarted) -> None:
         if show:
-            name = _escape_surrogates(event.name)
-            print(f"→ {name}…  (call {event.index}, #{event.count})", file=err, flush=True)
+            label = _escape_surrogates(event.name)
+            print(f"→ {label}…  (call {event.index}, #{event.count})", file=err, flush=True)
 
     shared.pipe(progress(policy)).subscribe(started, lambda _: None)
     shared.pipe(assemble(policy, require_finish_reason=require)).subscribe(

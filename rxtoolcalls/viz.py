@@ -7,6 +7,7 @@ turns it into a marble diagram. Works headless (Agg) and inline in Jupyter.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -68,6 +69,18 @@ class Trace:
             if lane.index == error.index and same_choice:
                 return lane
         return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _display(text: str) -> str:
+    r"""``text`` as matplotlib draws it literally: a lone surrogate as ``\uXXXX``, ``$`` escaped.
+
+    A font cannot render a lone surrogate, and a pair of ``$`` would start mathtext.
+    """
+    text = _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    return text.replace("$", "\\$")
 
 
 def _closes(arguments: str) -> bool:
@@ -190,7 +203,7 @@ def draw(record: Trace, path: str | Path | None = None, *, title: str = "") -> A
         if lane.named_at is not None:
             axes.scatter([lane.named_at], [y], marker="D", s=50, color="tab:orange", zorder=4)
     axes.set_yticks(range(len(lanes)))
-    axes.set_yticklabels([lane.label for lane in reversed(lanes)])
+    axes.set_yticklabels([_display(lane.label) for lane in reversed(lanes)])
     axes.set_xlabel("seconds" if record.unit == "s" else "chunk number")
     top = len(lanes) - 0.5
     if record.error is not None:
@@ -245,7 +258,7 @@ def draw(record: Trace, path: str | Path | None = None, *, title: str = "") -> A
         fontsize="small",
     )
     axes.set_ylim(-0.6, max(len(lanes), 1) - 0.1)
-    axes.set_title(title or "tool-call stream timeline")
+    axes.set_title(_display(title) if title else "tool-call stream timeline")
     if path is not None:
         figure.savefig(path, dpi=110)
     return figure

@@ -83,3 +83,11 @@ def test_export_writes_them_as_escapes(tmp_path: Path) -> None:
         assert main(["export", str(_capture(tmp_path)), "--to", to], out=out) == 0
         out.getvalue().encode("utf-8")  # nothing that UTF-8 cannot carry
         assert "\\ud800" in out.getvalue()
+
+
+def test_the_timeline_draws_them_as_escapes(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    picture = tmp_path / "t.png"
+    argv = ["replay", str(_capture(tmp_path)), "--json", "--timeline", str(picture)]
+    assert main(argv, out=io.StringIO()) == 0
+    assert picture.read_bytes()[:4] == b"\x89PNG"

@@ -3,6 +3,7 @@ picture draws from it (legend, the error's lane)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,3 +102,13 @@ def test_a_cut_call_gets_no_complete_mark() -> None:
     green = tuple(to_rgba("tab:green"))
     assert green in colors(trace(PARALLEL))
     assert green not in colors(trace(CUT))
+
+
+@pytest.mark.parametrize("name", ["look\udc00up", "price_in_$", "$x^2$", "a$b$c"])
+def test_names_are_drawn_literally(tmp_path: Path, name: str) -> None:
+    picture = trace([call_open(0, "call_1", name, "{}"), finish("tool_calls")])
+    target = tmp_path / "t.png"
+    figure = draw(picture, target, title=f"capture of {name}")
+    assert target.read_bytes()[:4] == b"\x89PNG"
+    [label] = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    assert label == "0: " + name.replace("\udc00", "\\udc00").replace("$", "\\$")
