@@ -271,8 +271,10 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .viz import draw, trace
 
         picture = trace(chunks, times=arrival if pace else None, policy=policy)
+        import matplotlib.pyplot as plt
+
         try:
-            draw(picture, args.timeline, title=Path(name or "demo").name)
+            plt.close(draw(picture, args.timeline, title=Path(name or "demo").name))
         except OSError as exc:
             raise _UsageError(f"cannot write {args.timeline}: {exc.strerror or exc}") from None
         if show:

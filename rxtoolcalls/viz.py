@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -260,5 +261,8 @@ def draw(record: Trace, path: str | Path | None = None, *, title: str = "") -> A
     axes.set_ylim(-0.6, max(len(lanes), 1) - 0.1)
     axes.set_title(_display(title) if title else "tool-call stream timeline")
     if path is not None:
-        figure.savefig(path, dpi=110)
+        with warnings.catch_warnings():
+            # A name in a script the font lacks is drawn as boxes; no warning per glyph.
+            warnings.filterwarnings("ignore", "Glyph .* missing from font", UserWarning)
+            figure.savefig(path, dpi=110)
     return figure

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import random
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rxtoolcalls.__main__ import EXIT_CODES, INTERRUPTED, USAGE, main
-from tests.helpers import FIXTURES, fixture_names, load_fixture
+from tests.helpers import FIXTURES, call_open, fixture_names, load_fixture
 from tests.test_sse import sse_bytes
 
 DOCUMENTED = {0, USAGE, INTERRUPTED, *(code for _, code in EXIT_CODES)}
@@ -94,3 +96,19 @@ def test_the_real_process_on_cut_captures(tmp_path: Path) -> None:
         assert done.returncode in DOCUMENTED, done.stderr
         assert "Traceback" not in done.stderr
         assert len(done.stderr.splitlines()) <= 1
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(damaged_captures(), st.text(max_size=12))
+def test_the_timeline_of_any_capture_ends_documented(capture: tuple[bytes, str], name: str) -> None:
+    pytest.importorskip("matplotlib")
+    data, suffix = capture
+    named = json.dumps(call_open(0, "call_1", name or "f", "{}")).encode() + b"\n"
+    with tempfile.TemporaryDirectory() as folder:
+        for number, body in enumerate((data, named)):
+            path = Path(folder) / f"capture{number}{suffix if number == 0 else '.jsonl'}"
+            path.write_bytes(body)
+            picture = str(Path(folder) / f"t{number}.png")
+            code, err = _run(["replay", str(path), "--json", "--timeline", picture])
+            assert code in DOCUMENTED, (code, err)
+            assert "Traceback" not in err

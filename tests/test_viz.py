@@ -3,6 +3,7 @@ picture draws from it (legend, the error's lane)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,15 @@ from rxtoolcalls.viz import Trace, draw, trace
 from tests.helpers import call_open, content, finish, load_fixture
 
 pytest.importorskip("matplotlib")
+
+
+@pytest.fixture(autouse=True)
+def _close_figures() -> Iterator[None]:
+    import matplotlib.pyplot as plt
+
+    yield
+    plt.close("all")
+
 
 CUT = load_fixture("llamacpp__gemma3_270m_max_tokens_4_cut_labelled_tool_calls")
 PARALLEL = load_fixture("openai__parallel_tool_calls")
