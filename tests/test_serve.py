@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import random
 import socket
 import subprocess
 import sys
@@ -186,3 +187,45 @@ def test_lone_surrogates_are_served_as_json_escapes() -> None:
     assert b"\\ud800" in streamed
     assert rt.from_sse([streamed]).pipe(rt.assemble()).run().content == "a\ud800b"
     assert json.loads(whole)["choices"][0]["message"]["content"] == "a\ud800b"
+
+
+_REQUEST_PARTS = [
+    b"POST /v1/chat/completions HTTP/1.1\r\n",
+    b"GET /v1/models HTTP/1.1\r\n",
+    b"GET /v1/models/nope HTTP/1.0\r\n",
+    b"PUT / HTTP/1.1\r\n",
+    b"Content-Length: 12\r\n",
+    b"Content-Length: -1\r\n",
+    b"Content-Length: 1e3\r\n",
+    b"Transfer-Encoding: chunked\r\n",
+    b"\r\n",
+    b'{"stream": true}',
+    b'{"stream": "yes"}',
+    b"[1, 2]",
+    b"\xff\xfe\x00",
+]
+
+
+def test_any_request_bytes_get_an_answer_or_a_close_never_a_handler_crash() -> None:
+    chooser = random.Random(22)
+    crashes: list[object] = []
+
+    def handle_error(request: object, address: object) -> None:
+        crashes.append(sys.exc_info()[1])
+
+    with ReplayServer([PARALLEL], timeout=2) as server:
+        setattr(server._httpd, "handle_error", handle_error)  # noqa: B010 - a method, patched
+        port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
+        for _ in range(60):
+            parts = [
+                chooser.choice(_REQUEST_PARTS)
+                if chooser.random() < 0.8
+                else chooser.randbytes(chooser.randrange(24))
+                for _ in range(chooser.randrange(9))
+            ]
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+                client.sendall(b"".join(parts))
+                client.shutdown(socket.SHUT_WR)
+                while client.recv(65536):
+                    pass
+    assert crashes == []
