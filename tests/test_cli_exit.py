@@ -44,7 +44,7 @@ def test_the_readme_table_lists_every_status() -> None:
 
 def test_the_error_s_own_hint_is_shown_once() -> None:
     error = rxtoolcalls.ProviderError("the provider reported an error inside the stream: 'busy'")
-    error.hint = "retry the request"  # type: ignore[attr-defined]
+    setattr(error, "hint", "retry the request")  # noqa: B010 - before and after hint= exists
     err = io.StringIO()
     assert _explain(error, err, "replay") == 9
     assert err.getvalue() == (
@@ -60,7 +60,7 @@ def test_no_hint_no_dash() -> None:
 
 
 def _hinted(error: rxtoolcalls.ToolCallStreamError, hint: str, command: str) -> str:
-    error.hint = hint  # type: ignore[attr-defined]
+    setattr(error, "hint", hint)  # noqa: B010 - before and after hint= exists
     err = io.StringIO()
     _explain(error, err, command)
     return err.getvalue().rstrip("\n").split(" — ", 1)[1]
