@@ -1,17 +1,21 @@
-"""Command line: replay, record, serve and chat; without arguments, replay the bundled demo."""
+"""Command line: replay, record, export, serve and chat; without arguments, replay the demo."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import itertools
 import json
 import os
+import re
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import reactivex
 from reactivex import operators as ops
@@ -31,12 +35,14 @@ from ._errors import (
 from ._policy import DEFAULT, LENIENT, Policy
 from ._sse import DONE, SSEDecoder, chunk_from_event
 from ._types import AssistantTurn, ToolCallStarted
+from .agent import ToolExecutionError, TurnLimitError
 from .operators import assemble, progress
-from .sources import from_openai_stream, from_sse, read_jsonl, record
+from .sources import chunk_error_field, from_openai_stream, read_jsonl, record
 
 __all__ = ["EXIT_CODES", "main"]
 
-# One exit status per error class (subclasses before their bases); 2 is a usage or I/O error.
+# One exit status per error class (subclasses before their bases); 2 is a usage or I/O error,
+# 130 an interrupt (Ctrl-C).
 EXIT_CODES: tuple[tuple[type[ToolCallStreamError], int], ...] = (
     (MalformedChunkError, 3),
     (ProviderError, 9),
@@ -47,22 +53,17 @@ EXIT_CODES: tuple[tuple[type[ToolCallStreamError], int], ...] = (
     (MultipleChoicesError, 8),
     (LimitExceededError, 10),
     (UnknownToolError, 11),
+    (TurnLimitError, 12),
+    (ToolExecutionError, 13),
     (ToolCallStreamError, 1),
 )
+USAGE = 2
+INTERRUPTED = 130
 
-_HINTS: dict[type[ToolCallStreamError], str] = {
-    MalformedChunkError: "the provider broke the chunk format; keep the raw stream and report it",
-    ProviderError: "the provider failed mid-stream; retry the request",
-    StreamInterruptedError: "retry; for providers that never send a finish_reason use "
-    "--no-require-finish-reason or --policy lenient",
-    TruncatedToolCallError: "raise max_tokens and retry",
-    ContentFilteredError: "rephrase the request",
-    InvalidArgumentsError: "the model wrote invalid arguments; retry the turn",
-    MultipleChoicesError: "request n=1",
-    LimitExceededError: "the output passed a safety limit; raise it in Limits if it is legitimate",
-    UnknownToolError: "the model called an undeclared tool; retry the turn",
-    ToolCallStreamError: "retry",
-}
+
+class _UsageError(Exception):
+    """A usage or I/O error: one line on stderr, exit status 2."""
+
 
 DEMO_PACE = 0.04  # seconds per chunk at --speed 1: a recording keeps no timestamps
 
@@ -71,9 +72,58 @@ def _exit_code(error: ToolCallStreamError) -> int:
     return next(code for kind, code in EXIT_CODES if isinstance(error, kind))
 
 
-def _explain(error: ToolCallStreamError, err: TextIO) -> int:
-    hint = next(h for kind, h in _HINTS.items() if isinstance(error, kind))
-    print(f"rxtoolcalls: {type(error).__name__}: {error} — {hint}", file=err)
+def _flag_hint(error: ToolCallStreamError, command: str) -> str | None:
+    """What this command's own options can do about ``error`` (the library's hint is generic)."""
+    ended_early = (
+        type(error) is StreamInterruptedError
+        and error.__cause__ is None
+        and error.finish_reason is None
+    )
+    if command in ("replay", "record", "serve") and ended_early:
+        return "--no-require-finish-reason or --policy lenient accept a stream without one"
+    if command == "chat":
+        if ended_early:
+            return "--policy lenient accepts a stream without one"
+        if isinstance(error, TurnLimitError):
+            return "raise --max-turns"
+    if isinstance(error, MultipleChoicesError):
+        return "request one choice (n=1)"
+    return None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# Advice worded for Python code (a call, a keyword, a Policy or Limits field) does not fit a
+# command line; the command's own options say the same in its terms.
+_PYTHON_ADVICE = re.compile(r"\w\(|\w=|\bPolicy\b|\bLimits\b|\blenient policy\b|_\w+_")
+_POLICY_COMMANDS = ("replay", "record", "chat")
+
+
+def _library_hint(error: ToolCallStreamError, command: str) -> list[str]:
+    """The clauses of the error's own ``hint`` that fit a command line, reworded if needed."""
+    hint = getattr(error, "hint", None)
+    if not isinstance(hint, str):
+        return []
+    kept = []
+    for clause in hint.split("; "):
+        if "lenient policy" in clause:
+            if command in _POLICY_COMMANDS:
+                kept.append("--policy lenient accepts it")
+        elif command == "chat" and "max_tokens" in clause:
+            kept.append("raise --max-tokens")
+        elif not _PYTHON_ADVICE.search(clause):
+            kept.append(clause)
+    return kept
+
+
+def _explain(error: ToolCallStreamError, err: TextIO, command: str, where: str = "") -> int:
+    """Print ``error`` as one line (where, type, message, hints); return its exit status."""
+    hints = [*_library_hint(error, command), _flag_hint(error, command)]
+    tail = "; ".join(dict.fromkeys(hint for hint in hints if hint))
+    line = f"rxtoolcalls: {where}{type(error).__name__}: {_one_line(str(error))}"
+    print(f"{line} — {tail}" if tail else line, file=err)
     return _exit_code(error)
 
 
@@ -82,16 +132,55 @@ def _looks_like_sse(lines: list[str]) -> bool:
     return first.startswith(("data:", ":", "event:", "id:", "retry:"))
 
 
-def _sse_chunks(lines: Sequence[str]) -> Iterator[dict[str, Any]]:
+def _error_chunk(body: object) -> dict[str, Any]:
+    """An in-band provider error as the chunk a capture keeps (the assembler raises on it)."""
+    if isinstance(body, dict) and (body.get("error") is not None or body.get("object") == "error"):
+        return body
+    return {"error": body}
+
+
+def _sse_chunks(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The chunks of raw SSE text; in-band errors (every shape ``from_sse`` knows) as chunks."""
     decoder = SSEDecoder()
     for line in lines:
         for event in decoder.feed(line):
-            chunk = chunk_from_event(event)
+            try:
+                chunk = chunk_from_event(event)
+            except ProviderError as error:
+                yield _error_chunk(error.body)
+                continue
+            except RecursionError:
+                raise MalformedChunkError(
+                    "an event's data nests deeper than the JSON decoder can read"
+                ) from None
             if chunk is DONE:
                 return
             if isinstance(chunk, dict):
                 yield chunk
+        if decoder.error_field is not None:
+            # Old llama.cpp servers wrote errors in a non-standard "error:" field; kept where
+            # it came, so a capture replays it in place.
+            yield _error_chunk(chunk_error_field(decoder.error_field).body)
+            decoder.error_field = None
     decoder.close()
+    if decoder.error_field is not None:
+        yield _error_chunk(chunk_error_field(decoder.error_field).body)
+
+
+def _jsonl_chunks(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    number = 0
+
+    def counted() -> Iterator[str]:
+        nonlocal number
+        for number, line in enumerate(lines, 1):  # noqa: B007 - read after a failure
+            yield line
+
+    try:
+        yield from read_jsonl(counted())
+    except RecursionError:
+        raise MalformedChunkError(
+            f"line {number} nests deeper than the JSON decoder can read"
+        ) from None
 
 
 def _load(path: str | None) -> list[dict[str, Any]]:
@@ -99,13 +188,8 @@ def _load(path: str | None) -> list[dict[str, Any]]:
     if path is None:
         demo = resources.files("rxtoolcalls").joinpath("data/demo.jsonl")
         return list(read_jsonl(demo.read_text(encoding="utf-8").splitlines()))
-    if path == "-":
-        lines = sys.stdin.read().splitlines(keepends=True)
-    else:
-        lines = Path(path).read_text(encoding="utf-8").splitlines(keepends=True)
-    if (path or "").endswith(".sse") or _looks_like_sse(lines):
-        return list(_sse_chunks(lines))
-    return list(read_jsonl(lines))
+    with _text_lines(path) as lines:
+        return list(_chunk_stream(lines, sse=path.endswith(".sse")))
 
 
 def _policy(args: argparse.Namespace) -> tuple[Policy, bool | None]:
@@ -120,14 +204,42 @@ def _show_progress(args: argparse.Namespace, err: TextIO) -> bool:
     return not getattr(args, "json", False) and err.isatty()
 
 
-def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def _capture_name(args: argparse.Namespace) -> str | None:
+    """The capture a command reads: its FILE, or ``None`` for ``--demo``."""
+    if args.demo and args.file is not None:
+        raise _UsageError(f"{args.command}: give FILE or --demo, not both")
+    if not args.demo and args.file is None:
+        raise _UsageError(f"{args.command}: a capture FILE (or --demo) is needed")
+    name: str | None = args.file
+    return name
+
+
+def _timeline_check(path: str) -> None:
+    """Refuse a timeline that cannot be written before any work is done."""
     try:
-        chunks = _load(args.file)
-    except OSError as exc:
-        print(f"rxtoolcalls: cannot read {args.file}: {exc.strerror or exc}", file=err)
-        return 2
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        raise _UsageError("--timeline needs matplotlib: pip install 'rxtoolcalls[viz]'") from None
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise _UsageError(f"cannot write {path}: no directory {target.parent}")
+    kind = target.suffix.lower().removeprefix(".")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if kind and kind not in formats:
+        raise _UsageError(
+            f"cannot write {path}: unknown picture format {kind!r} "
+            f"(one of {', '.join(sorted(formats))})"
+        )
+
+
+def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    name = _capture_name(args)
+    if args.timeline:
+        _timeline_check(args.timeline)
+    try:
+        chunks = _load(name)
     except ToolCallStreamError as exc:
-        return _explain(exc, err)
+        return _explain(exc, err, "replay")
     pace = 0.0 if args.speed <= 0 else DEMO_PACE / args.speed
     arrival: list[float] = []
 
@@ -146,7 +258,8 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     def started(event: ToolCallStarted) -> None:
         if show:
-            print(f"→ {event.name}…  (call {event.index}, #{event.count})", file=err, flush=True)
+            label = _escape_surrogates(event.name)
+            print(f"→ {label}…  (call {event.index}, #{event.count})", file=err, flush=True)
 
     shared.pipe(progress(policy)).subscribe(started, lambda _: None)
     shared.pipe(assemble(policy, require_finish_reason=require)).subscribe(
@@ -158,21 +271,45 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .viz import draw, trace
 
         picture = trace(chunks, times=arrival if pace else None, policy=policy)
-        draw(picture, args.timeline, title=Path(args.file or "demo").name)
+        import matplotlib.pyplot as plt
+
+        try:
+            plt.close(draw(picture, args.timeline, title=Path(name or "demo").name))
+        except OSError as exc:
+            raise _UsageError(f"cannot write {args.timeline}: {exc.strerror or exc}") from None
         if show:
             print(f"timeline written to {args.timeline}", file=err)
-    return _report(turns, errors, show, out, err)
+    return _report(turns, errors, show, out, err, "replay")
+
+
+def _escape_surrogates(text: str) -> str:
+    r"""``text`` with each lone surrogate (not encodable as UTF-8) as its ``\uXXXX`` escape."""
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _json_text(value: Any) -> str:
+    r"""``value`` as indented JSON, readable UTF-8; lone surrogates stay ``\uXXXX`` escapes."""
+    # Inside a JSON string the escape decodes back to the same code point: nothing is lost.
+    return _escape_surrogates(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def _report(
-    turns: list[AssistantTurn], errors: list[Exception], show: bool, out: TextIO, err: TextIO
+    turns: list[AssistantTurn],
+    errors: list[Exception],
+    show: bool,
+    out: TextIO,
+    err: TextIO,
+    command: str,
 ) -> int:
     """Print the assembled message (and a summary if ``show``), or explain the error."""
     if errors:
         error = errors[0]
         if not isinstance(error, ToolCallStreamError):
             raise error
-        return _explain(error, err)
+        return _explain(error, err, command)
     turn = turns[0]
     if show:
         calls = len(turn.tool_calls)
@@ -183,31 +320,152 @@ def _report(
         if turn.normalizations:
             fixes = ", ".join(f"{k} x{v}" for k, v in sorted(turn.normalizations.items()))
             print(f"  recovered: {fixes}", file=err)
-    print(json.dumps(turn.to_message(), indent=2, ensure_ascii=False), file=out)
+    print(_json_text(turn.to_message()), file=out)
     return 0
 
 
+@contextlib.contextmanager
+def _text_lines(path: str) -> Iterator[Iterator[str]]:
+    """The lines of a file or stdin (``-``) as they arrive; usage errors if not UTF-8 text.
+
+    The file is opened on entering, so a missing one is refused before anything is written,
+    and closed on leaving, however far it was read.
+    """
+    name = "stdin" if path == "-" else path
+    stdin = getattr(sys.stdin, "buffer", sys.stdin)
+    try:
+        binary: Any = stdin if path == "-" else Path(path).open("rb")  # noqa: SIM115
+    except OSError as exc:
+        raise _UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+    def lines() -> Iterator[str]:
+        try:
+            for number, line in enumerate(binary, 1):
+                if isinstance(line, str):
+                    yield line
+                    continue
+                if b"\0" in line:
+                    raise _UsageError(
+                        f"{name} is a binary file, not a capture (.jsonl or SSE text)"
+                    )
+                try:
+                    yield line.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise _UsageError(
+                        f"{name} is not UTF-8 text (line {number}, byte {exc.start}: {exc.reason})"
+                    ) from None
+        except OSError as exc:
+            raise _UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+    try:
+        yield lines()
+    finally:
+        if binary is not stdin:
+            binary.close()
+
+
+def _chunk_stream(lines: Iterable[str], sse: bool = False) -> Iterator[dict[str, Any]]:
+    """The chunks of capture lines: raw SSE if ``sse`` or sniffed, else JSONL."""
+    rest = iter(lines)
+    head: list[str] = []
+    for line in rest:
+        head.append(line.removeprefix("\ufeff") if not head else line)
+        if line.strip():
+            break
+    body = itertools.chain(head, rest)
+    return _sse_chunks(body) if sse or _looks_like_sse(head) else _jsonl_chunks(body)
+
+
+def _same_file(one: str, other: str) -> bool:
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
+
+
+def _os_error(error: BaseException | None) -> OSError | None:
+    """The ``OSError`` behind ``error``, following its causes."""
+    while error is not None:
+        if isinstance(error, OSError):
+            return error
+        error = error.__cause__
+    return None
+
+
 def _record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    source: Any = sys.stdin if args.source == "-" else Path(args.source).open(encoding="utf-8")  # noqa: SIM115
+    target = args.out
+    if args.source != "-" and _same_file(args.source, target):
+        raise _UsageError(f"{target} is the input: recording it would erase it")
+    if os.path.lexists(target) and not args.force:
+        raise _UsageError(f"{target} exists: pass --force to overwrite it")
     policy, require = _policy(args)
+    written: list[object] = []
+    capture_errors: list[Exception] = []
     turns: list[AssistantTurn] = []
     errors: list[Exception] = []
-    from_sse(source).pipe(
-        record(args.out), assemble(policy, require_finish_reason=require)
-    ).subscribe(turns.append, errors.append)
-    print(f"recorded to {args.out}", file=err)
-    return _report(turns, errors, False, out, err)
+    with _text_lines(args.source) as lines:
+        chunks = _chunk_stream(lines, sse=args.source.endswith(".sse"))
+        shared = reactivex.from_iterable(chunks).pipe(ops.publish())
+        # Two subscribers: a failed turn stops its own reading, never the capture of the rest.
+        shared.pipe(record(target)).subscribe(written.append, capture_errors.append)
+        shared.pipe(assemble(policy, require_finish_reason=require)).subscribe(
+            turns.append, errors.append
+        )
+        shared.connect()
+    failure = capture_errors[0] if capture_errors else None
+    if isinstance(failure, _UsageError):
+        raise failure
+    problem = _os_error(failure)
+    if problem is not None:
+        raise _UsageError(f"cannot write {target}: {problem.strerror or problem}")
+    plural = "" if len(written) == 1 else "s"
+    print(f"recorded {len(written)} chunk{plural} to {target}", file=err)
+    return _report(turns, errors, False, out, err, "record")
+
+
+def _export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    name = _capture_name(args)
+    try:
+        chunks = _load(name)
+    except ToolCallStreamError as exc:
+        return _explain(exc, err, "export")
+    for chunk in chunks:
+        # SSE as providers send it (ASCII escapes); JSONL as record writes it.
+        if args.to == "sse":
+            out.write(f"data: {json.dumps(chunk)}\n\n")
+        else:
+            out.write(_escape_surrogates(json.dumps(chunk, ensure_ascii=False)) + "\n")
+    if args.to == "sse":
+        out.write("data: [DONE]\n\n")
+    return 0
+
+
+def _log(line: str, err: TextIO) -> None:
+    print(line, file=err, flush=True)
 
 
 def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .serve import ReplayServer
 
+    if args.demo == bool(args.files):
+        raise _UsageError("serve: give capture FILES or --demo")
+    recordings = []
+    for path in args.files or [None]:
+        try:
+            chunks = _load(path)
+        except ToolCallStreamError as exc:
+            return _explain(exc, err, "serve", f"{path}: ")
+        if not chunks:
+            raise _UsageError(f"{path} holds no chunks: nothing to serve")
+        recordings.append(chunks)
     try:
-        recordings = [_load(path) for path in args.files]
+        server = ReplayServer(
+            recordings, delay=args.delay, port=args.port, log=lambda line: _log(line, err)
+        )
     except OSError as exc:
-        print(f"rxtoolcalls: cannot read a capture: {exc}", file=err)
-        return 2
-    server = ReplayServer(recordings, delay=args.delay, port=args.port)
+        raise _UsageError(
+            f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}"
+        ) from None
     print(f"serving {len(recordings)} recording(s) at {server.base_url}", file=out, flush=True)
     try:
         server.serve_forever()
@@ -218,26 +476,73 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _tool_file(path: str) -> list[dict[str, Any]]:
+    """The tools a ``--tools`` file declares: a JSON list, or an object with a ``tools`` list."""
+    with _text_lines(path) as lines:
+        text = "".join(lines)
+    try:
+        loaded = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _UsageError(f"{path} is not JSON: {exc}") from None
+    entries = loaded.get("tools") if isinstance(loaded, dict) else loaded
+    if not isinstance(entries, list):
+        raise _UsageError(f'{path}: expected a list of tools, or {{"tools": [...]}}')
+    for number, tool in enumerate(entries):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise _UsageError(
+                f'{path}: tool {number} has no function name (expected {{"type": "function", '
+                f'"function": {{"name": ...}}}})'
+            )
+    return entries
+
+
+def _python_tool(spec: str) -> tuple[str, Callable[..., Any]]:
+    """The function ``MODULE:FUNCTION`` names, imported as ``python -m`` would."""
+    module_name, colon, attribute = spec.partition(":")
+    if not colon or not module_name or not attribute:
+        raise _UsageError(f"--python {spec}: expected MODULE:FUNCTION")
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        # `python -m` puts the current directory first; the console script puts its own.
+        sys.path.insert(0, here)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise _UsageError(f"--python {spec}: cannot import {module_name}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module failed: say so in one line
+        raise _UsageError(
+            f"--python {spec}: importing {module_name} raised {type(exc).__name__}: {exc}"
+        ) from None
+    function = getattr(module, attribute, None)
+    if function is None:
+        raise _UsageError(f"--python {spec}: {module_name} has no attribute {attribute!r}")
+    if not callable(function):
+        raise _UsageError(f"--python {spec}: {module_name}.{attribute} is not callable")
+    return attribute, function
+
+
 def _load_tools(
     args: argparse.Namespace,
 ) -> tuple[list[dict[str, Any]], dict[str, Callable[..., Any]]]:
-    declared: list[dict[str, Any]] = []
-    if args.tools:
-        loaded = json.loads(Path(args.tools).read_text(encoding="utf-8"))
-        declared = list(loaded if isinstance(loaded, list) else loaded.get("tools", []))
+    declared = _tool_file(args.tools) if args.tools else []
     functions: dict[str, Callable[..., Any]] = {}
     for spec in args.python or []:
-        module_name, _, attribute = spec.partition(":")
-        function = getattr(importlib.import_module(module_name), attribute)
-        functions[attribute] = function
-        if not any(t.get("function", {}).get("name") == attribute for t in declared):
+        name, function = _python_tool(spec)
+        functions[name] = function
+        if not any(t["function"]["name"] == name for t in declared):
+            summary = (function.__doc__ or "").strip().splitlines()
+            parameters = getattr(function, "parameters", {"type": "object"})
+            if not isinstance(parameters, dict):
+                raise _UsageError(f"--python {spec}: its parameters attribute is not a dict")
             declared.append(
                 {
                     "type": "function",
                     "function": {
-                        "name": attribute,
-                        "description": (function.__doc__ or attribute).strip().splitlines()[0],
-                        "parameters": getattr(function, "parameters", {"type": "object"}),
+                        "name": name,
+                        "description": summary[0] if summary else name,
+                        "parameters": parameters,
                     },
                 }
             )
@@ -252,39 +557,57 @@ def _load_tools(
     return declared, functions
 
 
+def _tool_choice(text: str | None, declared: list[dict[str, Any]]) -> object:
+    """The request's ``tool_choice`` for ``--tool-choice``: a mode, or one named tool."""
+    if text is None or text in ("auto", "none", "required"):
+        return text
+    names = [tool["function"]["name"] for tool in declared]
+    if text not in names:
+        known = ", ".join(names) or "no tools were given"
+        raise _UsageError(f"--tool-choice {text}: not a mode or a declared tool ({known})")
+    return {"type": "function", "function": {"name": text}}
+
+
 def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    declared, functions = _load_tools(args)
     try:
         import openai
     except ImportError:
-        print(
-            "rxtoolcalls: chat needs the openai extra: pip install 'rxtoolcalls[openai]'", file=err
-        )
-        return 2
+        raise _UsageError("chat needs the openai SDK: pip install 'rxtoolcalls[openai]'") from None
     from .agent import Conversation, ToolCallFinished, TurnRetried, agent_loop
 
-    declared, functions = _load_tools(args)
     # The SDK's overloads do not type a request built from a user's files; it is checked there.
     client: Any = openai.OpenAI(
         api_key=os.environ.get("OPENAI_API_KEY", "unused"), base_url=args.base_url, max_retries=0
     )
     policy, _ = _policy(args)
     show = _show_progress(args, err)
-    turn_number = [0]
+    choice = _tool_choice(args.tool_choice, declared)
+    options: dict[str, Any] = {}
+    if args.temperature is not None:
+        options["temperature"] = args.temperature
+    if args.max_tokens is not None:
+        options["max_tokens"] = args.max_tokens
+    first = [{"role": "system", "content": args.system}] if args.system is not None else []
 
     def open_stream(messages: list[dict[str, Any]]) -> Any:
-        turn_number[0] += 1
+        # Counted from the transcript: a retried turn keeps its number (and its capture).
+        turn = 1 + sum(1 for message in messages if message.get("role") == "assistant")
+        # A forced choice holds for the first turn only: forced every turn, the model could
+        # never answer, and the loop would end in TurnLimitError.
+        forced = turn == 1 or choice in ("auto", "none")
         stream = client.chat.completions.create(
             model=args.model,
             messages=messages,
             stream=True,
             **({"tools": declared} if declared else {}),
+            **({"tool_choice": choice} if choice is not None and forced else {}),
+            **options,
         )
         source = from_openai_stream(stream)
         if args.record:
             path = Path(args.record)
-            target = (
-                path if turn_number[0] == 1 else path.with_suffix(f".turn{turn_number[0]}.jsonl")
-            )
+            target = path if turn == 1 else path.with_suffix(f".turn{turn}.jsonl")
             source = source.pipe(record(target))
         return source
 
@@ -296,36 +619,73 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not show:
             return
         if isinstance(event, ToolCallStarted):
-            print(f"→ {event.name}…", file=err, flush=True)
+            print(f"→ {_escape_surrogates(event.name)}…", file=err, flush=True)
         elif isinstance(event, ToolCallFinished):
-            print(f"  ← {event.call.name}: {event.content[:80]}", file=err, flush=True)
+            answer = _escape_surrogates(_one_line(event.content)[:80])
+            print(f"  ← {_escape_surrogates(event.call.name)}: {answer}", file=err, flush=True)
         elif isinstance(event, TurnRetried):
             print(f"  ↻ retrying turn {event.turn}: {event.error}", file=err, flush=True)
 
-    agent_loop(
+    finished = threading.Event()
+
+    def on_error(error: Exception) -> None:
+        errors.append(error)
+        finished.set()
+
+    # A retry waits on a timer thread: subscribe() may return long before the loop ends.
+    subscription = agent_loop(
         open_stream,
         functions,
-        [{"role": "user", "content": args.prompt}],
+        [*first, {"role": "user", "content": args.prompt}],
         max_turns=args.max_turns,
+        retries=args.retries,
         policy=policy,
-    ).subscribe(on_event, errors.append)
+    ).subscribe(on_event, on_error, finished.set)
+    try:
+        while not finished.wait(0.2):
+            pass
+    finally:
+        subscription.dispose()
     if errors:
         error = errors[0]
         if isinstance(error, ToolCallStreamError):
-            return _explain(error, err)
-        print(f"rxtoolcalls: {type(error).__name__}: {error}", file=err)
+            return _explain(error, err, "chat")
+        print(f"rxtoolcalls: {type(error).__name__}: {_one_line(str(error))}", file=err)
         return 1
     final = events[-1]
-    assert isinstance(final, Conversation)
+    if not isinstance(final, Conversation):
+        raise AssertionError(f"the agent loop completed after {final!r}, not a Conversation")
     if args.json:
-        print(json.dumps(list(final.messages), indent=2, ensure_ascii=False), file=out)
+        print(_json_text(list(final.messages)), file=out)
     else:
-        print(final.final.content or "", file=out)
+        print(_escape_surrogates(final.final.content or ""), file=out)
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line: what is wrong and where the help is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _number(kind: Callable[[str], Any], low: float) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` of at least ``low``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value >= low:  # also refuses NaN
+            raise argparse.ArgumentTypeError(f"must be at least {low:g}: {text!r}")
+        return value
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="rxtoolcalls",
         description="Assemble streamed tool calls. Without a command, replays the bundled demo "
         "(a real gpt-4o recording with two parallel tool calls) and prints the assistant message.",
@@ -336,59 +696,186 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="progress on stderr (default: when stderr is a terminal)",
     )
-    sub = parser.add_subparsers(dest="command")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def policy_options(command: argparse.ArgumentParser) -> None:
         command.add_argument(
             "--policy",
             choices=("default", "lenient"),
             default="default",
-            help="lenient opts into every recovery of the provider-quirk catalogue",
+            help="lenient opts into every recovery of the provider-quirk catalogue "
+            "(default: %(default)s)",
         )
         command.add_argument(
             "--no-require-finish-reason",
             action="store_true",
-            help="accept a stream that ends without a finish_reason",
+            help="accept a stream that ends without a finish_reason (default: off)",
         )
 
-    replay = sub.add_parser("replay", help="replay a capture (.jsonl or raw SSE, - for stdin)")
-    replay.add_argument("file")
+    def capture_options(command: argparse.ArgumentParser, files: str) -> None:
+        command.add_argument(
+            "--demo",
+            action="store_true",
+            help=f"use the bundled demo capture (a real gpt-4o turn with two parallel calls) "
+            f"instead of {files} (default: off)",
+        )
+
+    replay = sub.add_parser(
+        "replay",
+        help="assemble a capture (.jsonl or raw SSE, - for stdin) and print the message",
+        description="Assemble a capture and print the assistant message as JSON on stdout; "
+        "a typed error is one line on stderr and its own exit status.",
+    )
+    replay.add_argument("file", nargs="?", help="the capture: .jsonl, raw SSE (.sse or sniffed), -")
+    capture_options(replay, "FILE")
     policy_options(replay)
     replay.add_argument(
         "--speed",
-        type=float,
+        type=_number(float, 0),
         default=0.0,
-        help=f"pace multiplier ({DEMO_PACE * 1000:.0f} ms per chunk at 1; 0: no delay)",
+        help=f"pace multiplier: {DEMO_PACE * 1000:.0f} ms per chunk at 1, 0 for no delay "
+        f"(default: %(default)s)",
     )
-    replay.add_argument("--json", action="store_true", help="machine-readable result only")
-    replay.add_argument("--timeline", metavar="PNG", help="draw the turn's timeline (matplotlib)")
+    replay.add_argument(
+        "--json", action="store_true", help="the message only, no summary (default: off)"
+    )
+    replay.add_argument(
+        "--timeline",
+        metavar="PICTURE",
+        help="also draw the turn's timeline to this file: .png, .svg, .pdf… (extra viz; "
+        "default: none)",
+    )
 
-    rec = sub.add_parser("record", help="tee raw SSE (a file or stdin) to a .jsonl capture")
+    rec = sub.add_parser(
+        "record",
+        help="tee raw SSE (a file or stdin) to a .jsonl capture while assembling it",
+        description="Write each chunk of a stream to a .jsonl capture as it arrives (in-band "
+        "errors included), then print the assembled message like replay.",
+    )
     rec.add_argument("out", help="capture file to write (one chunk per line)")
-    rec.add_argument("source", nargs="?", default="-", help="raw SSE file (default: stdin)")
+    rec.add_argument(
+        "source",
+        nargs="?",
+        default="-",
+        help="raw SSE (or a .jsonl capture), read as it arrives; - for stdin (default: -)",
+    )
+    rec.add_argument(
+        "--force", action="store_true", help="overwrite OUT if it exists (default: off)"
+    )
     policy_options(rec)
 
-    serve = sub.add_parser("serve", help="replay captures over a local OpenAI-compatible endpoint")
-    serve.add_argument("files", nargs="+", help="captures, answered one per request in order")
-    serve.add_argument("--port", type=int, default=8765)
-    serve.add_argument("--delay", type=float, default=0.03, help="seconds between chunks")
+    export = sub.add_parser(
+        "export",
+        help="write a capture to stdout as raw SSE (or as .jsonl)",
+        description="Convert a capture: .jsonl to the raw Server-Sent Events a provider sends "
+        "(data: lines, then data: [DONE]), or raw SSE to .jsonl. Nothing is assembled.",
+    )
+    export.add_argument("file", nargs="?", help="the capture: .jsonl, raw SSE (.sse or sniffed), -")
+    capture_options(export, "FILE")
+    export.add_argument(
+        "--to",
+        choices=("sse", "jsonl"),
+        default="sse",
+        help="the output format (default: %(default)s)",
+    )
 
-    chat = sub.add_parser("chat", help="run the agent loop against an OpenAI-compatible endpoint")
-    chat.add_argument("prompt")
-    chat.add_argument("--base-url", required=True)
-    chat.add_argument("--model", required=True)
-    chat.add_argument("--tools", help="a JSON file with the tools list (echo stubs answer them)")
+    serve = sub.add_parser(
+        "serve",
+        help="replay captures over a local OpenAI-compatible endpoint",
+        description="Answer POST /v1/chat/completions on 127.0.0.1 with the captures in order, "
+        "one per request; after the last capture, the last one is answered again. A request "
+        "with stream: true gets the capture as Server-Sent Events (then data: [DONE]); one "
+        "without it gets the capture assembled into one chat.completion (502 with the typed "
+        "error if it does not assemble). GET /v1/models lists the captures' models. One log "
+        "line per request on stderr; Ctrl-C stops.",
+    )
+    serve.add_argument("files", nargs="*", help="captures (.jsonl or raw SSE), in answer order")
+    capture_options(serve, "FILES")
+    serve.add_argument(
+        "--port",
+        type=_number(int, 0),
+        default=8765,
+        help="port to listen on, 0 for any free one (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--delay",
+        type=_number(float, 0),
+        default=0.03,
+        help="seconds between streamed chunks (default: %(default)s)",
+    )
+
+    chat = sub.add_parser(
+        "chat",
+        help="run the agent loop against an OpenAI-compatible endpoint",
+        description="Send PROMPT, run the tools the model calls, send their results back, "
+        "until the model answers without tools; print that answer. Needs the openai extra; "
+        "the key comes from OPENAI_API_KEY.",
+    )
+    chat.add_argument("prompt", help="the user message")
+    chat.add_argument("--base-url", required=True, help="the endpoint, e.g. http://host/v1")
+    chat.add_argument("--model", required=True, help="the model name the endpoint expects")
+    chat.add_argument("--system", help="a system message sent first (default: none)")
+    chat.add_argument(
+        "--tools",
+        help="a JSON file with the tools list, answered by echo stubs (default: none)",
+    )
     chat.add_argument(
         "--python",
         action="append",
         metavar="MODULE:FUNCTION",
-        help="a Python function as a tool (repeatable)",
+        help="a Python function as a tool, imported from the current directory or the path; "
+        "repeatable (default: none)",
     )
-    chat.add_argument("--max-turns", type=int, default=8)
-    chat.add_argument("--record", metavar="JSONL", help="also write each turn's raw stream")
-    chat.add_argument("--json", action="store_true", help="print the whole conversation as JSON")
+    chat.add_argument(
+        "--tool-choice",
+        metavar="CHOICE",
+        help="auto, none, required, or a tool's name to force that tool; a forced choice "
+        "(required or a name) applies to the first turn only, so the model can then answer "
+        "(default: the server's, auto when tools are sent)",
+    )
+    chat.add_argument(
+        "--temperature",
+        type=_number(float, 0),
+        help="sampling temperature (default: the server's)",
+    )
+    chat.add_argument(
+        "--max-tokens",
+        type=_number(int, 1),
+        help="the most tokens the model may write per turn (default: the server's)",
+    )
+    chat.add_argument(
+        "--max-turns",
+        type=_number(int, 1),
+        default=8,
+        help="model turns before giving up with TurnLimitError (default: %(default)s)",
+    )
+    chat.add_argument(
+        "--retries",
+        type=_number(int, 0),
+        default=2,
+        help="times an interrupted turn is streamed again (default: %(default)s)",
+    )
+    chat.add_argument(
+        "--record",
+        metavar="JSONL",
+        help="also write turn 1's raw stream there, turn N's to NAME.turnN.jsonl (default: none)",
+    )
+    chat.add_argument(
+        "--json",
+        action="store_true",
+        help="print the whole conversation as JSON instead of the answer (default: off)",
+    )
     policy_options(chat)
     return parser
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so the flush at exit cannot fail on a closed pipe."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -397,8 +884,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = sys.stderr
     if args.command is None:
-        demo = argparse.Namespace(
+        args = argparse.Namespace(
+            command="replay",
             file=None,
+            demo=True,
             speed=1.0,
             json=False,
             timeline=None,
@@ -406,9 +895,28 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             policy="default",
             no_require_finish_reason=False,
         )
-        return _replay(demo, out, err)
-    handler = {"replay": _replay, "record": _record, "serve": _serve, "chat": _chat}[args.command]
-    return handler(args, out, err)
+    handler = {
+        "replay": _replay,
+        "record": _record,
+        "export": _export,
+        "serve": _serve,
+        "chat": _chat,
+    }[args.command]
+    try:
+        code = handler(args, out, err)
+        out.flush()
+    except _UsageError as exc:
+        print(f"rxtoolcalls: {exc}", file=err)
+        return USAGE
+    except BrokenPipeError:
+        # The reader left early (`| head`): the rest is not wanted.
+        _discard_stdout()
+        print("rxtoolcalls: the output was closed before the end (broken pipe)", file=err)
+        return USAGE
+    except KeyboardInterrupt:
+        print("rxtoolcalls: interrupted", file=err)
+        return INTERRUPTED
+    return code
 
 
 if __name__ == "__main__":

@@ -510,30 +510,48 @@ def _wire_dict(chunk: object) -> Any:
     raise MalformedChunkError(f"cannot record a {type(chunk).__name__} chunk as JSON")
 
 
+def _capture_line(chunk: object) -> bytes:
+    r"""One capture line: readable UTF-8; a lone surrogate written as its ``\uXXXX`` escape."""
+    line = json.dumps(_wire_dict(chunk), ensure_ascii=False)
+    try:
+        return line.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        # Lone surrogates cannot be UTF-8; as JSON escapes they read back as the same value.
+        return json.dumps(_wire_dict(chunk)).encode("ascii") + b"\n"
+
+
 def record(path: str | os.PathLike[str]) -> Callable[[Observable[T]], Observable[T]]:
-    """Pass chunks through unchanged while writing them to ``path``, one JSON line each.
+    r"""Pass chunks through unchanged while writing them to ``path``, one JSON line each.
 
     ``Observable[Chunk] -> Observable[Chunk]``; the capture is in the fixture format (SDK
-    objects as their wire dicts), flushed per chunk so a crash keeps what arrived. Each
-    subscription rewrites the file; it is closed on completion, error or dispose. Use it in
-    front of ``assemble()`` to keep "the raw stream" a bug report asks for.
+    objects as their wire dicts, UTF-8, a lone surrogate kept as its ``\uXXXX`` escape),
+    flushed per chunk so a crash keeps what arrived. Each subscription rewrites the file; it is
+    closed on completion, error or dispose. A file that cannot be opened or written is an
+    ``OSError`` on ``on_error``. Use it in front of ``assemble()`` to keep "the raw stream" a
+    bug report asks for.
     """
 
     def operator(source: Observable[T]) -> Observable[T]:
         def subscribe(
             observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None
         ) -> abc.DisposableBase:
-            capture = Path(path).open("w", encoding="utf-8")  # noqa: SIM115 - closed by dispose
+            # An OSError here reaches on_error: Observable.subscribe routes it there.
+            capture = Path(path).open("wb")  # noqa: SIM115 - closed by dispose
 
-            def close() -> None:
-                if not capture.closed:
-                    capture.close()
+            def close() -> OSError | None:
+                if capture.closed:
+                    return None
+                try:
+                    capture.close()  # the descriptor is freed even when the last flush fails
+                except OSError as error:
+                    return error
+                return None
 
             def on_next(chunk: T) -> None:
                 if capture.closed:
                     return  # failed to write earlier, or disposed
                 try:
-                    capture.write(json.dumps(_wire_dict(chunk), ensure_ascii=False) + "\n")
+                    capture.write(_capture_line(chunk))
                     capture.flush()
                 except Exception as error:  # noqa: BLE001 - delivered as on_error
                     close()
@@ -546,11 +564,18 @@ def record(path: str | os.PathLike[str]) -> Callable[[Observable[T]], Observable
                 observer.on_error(error)
 
             def on_completed() -> None:
-                close()
+                failed = close()
+                if failed is not None:
+                    observer.on_error(failed)
+                    return
                 observer.on_completed()
 
             subscription = source.subscribe(on_next, on_error, on_completed, scheduler=scheduler)
-            return CompositeDisposable(subscription, Disposable(close))
+
+            def dispose() -> None:
+                close()
+
+            return CompositeDisposable(subscription, Disposable(dispose))
 
         return Observable(subscribe)
 

@@ -1,4 +1,4 @@
-"""Timeline pictures of a turn: one lane per tool call plus a content lane (matplotlib extra).
+"""Timeline pictures of a turn: one lane per tool call, and a content lane if there was content.
 
 ``trace(chunks)`` reads a stream once and records when each fragment arrived; ``draw(trace)``
 turns it into a marble diagram. Works headless (Agg) and inline in Jupyter.
@@ -6,7 +6,10 @@ turns it into a marble diagram. Works headless (Agg) and inline in Jupyter.
 
 from __future__ import annotations
 
+import json
+import re
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,11 +24,19 @@ __all__ = ["Lane", "Trace", "draw", "trace"]
 
 @dataclass
 class Lane:
-    """One lane of the picture: the content, or one tool call."""
+    """One lane of the picture: the content, or one tool call.
+
+    ``complete`` says whether the call's last fragment closed it (its arguments are one JSON
+    object and the error, if any, is not about it); ``index`` and ``choice_index`` locate a
+    call (``None`` for the content lane).
+    """
 
     label: str
     ticks: list[float] = field(default_factory=list)
     named_at: float | None = None
+    index: int | None = None
+    choice_index: int | None = None
+    complete: bool = False
 
 
 @dataclass
@@ -42,6 +53,43 @@ class Trace:
     finished_at: float | None = None
     error: ToolCallStreamError | None = None
     unit: str = "chunk"
+
+    @property
+    def lanes(self) -> list[Lane]:
+        """The lanes drawn, top to bottom: the content lane only if content arrived."""
+        return [self.content, *self.calls] if self.content.ticks else list(self.calls)
+
+    @property
+    def error_lane(self) -> Lane | None:
+        """The lane of the call the error is about; ``None`` for an error of the whole turn."""
+        error = self.error
+        if error is None or error.index is None:
+            return None
+        for lane in self.calls:
+            same_choice = error.choice_index is None or error.choice_index == lane.choice_index
+            if lane.index == error.index and same_choice:
+                return lane
+        return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _display(text: str) -> str:
+    r"""``text`` as matplotlib draws it literally: a lone surrogate as ``\uXXXX``, ``$`` escaped.
+
+    A font cannot render a lone surrogate, and a pair of ``$`` would start mathtext.
+    """
+    text = _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    return text.replace("$", "\\$")
+
+
+def _closes(arguments: str) -> bool:
+    """Whether ``arguments`` is one whole JSON object (the last fragment closed the call)."""
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def trace(
@@ -114,49 +162,60 @@ def trace(
     for call in reader.calls():
         lane = lanes[id(call)]
         lane.label = f"{call.index}: {call.name or '?'}"
+        lane.index = call.index
+        lane.choice_index = call.choice_index
+        about_it = error is not None and error.index == call.index
+        lane.complete = error is None or (not about_it and _closes(call.buffer().arguments))
         calls.append(lane)
     unit = "s" if times is not None else "chunk"
     return Trace(content, calls, now, finish, finished_at, error, unit)
 
 
 def draw(record: Trace, path: str | Path | None = None, *, title: str = "") -> Any:
-    """Draw ``record`` as a marble diagram; save it to ``path`` (PNG) if given.
+    """Draw ``record`` as a marble diagram; save it to ``path`` if given (format by suffix).
 
-    Ticks are argument pieces (and content pieces), a diamond marks where the name became
-    known, a bar where each call's last piece arrived, the finish reason is written at the
-    end, and an error is drawn as a red cross where it happened. Returns the matplotlib figure.
+    Ticks are fragments (arguments, and content when there is any), a diamond marks where
+    the name became known, a square where a call's last fragment closed it (never on a call
+    that was cut), the finish reason is written at the end, and an error is a red cross on
+    the lane of the call it is about (at the top for an error of the whole turn). A legend
+    names the marks. Returns the matplotlib figure.
     """
     import matplotlib
 
     if path is not None:
         matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    lanes = [record.content, *record.calls]
-    figure, axes = plt.subplots(figsize=(9, 1.1 + 0.55 * len(lanes)))
-    for row, lane in enumerate(reversed(lanes)):
-        y = row
-        color = "tab:gray" if lane is record.content else "tab:blue"
+    lanes = record.lanes
+    rows = {id(lane): len(lanes) - 1 - number for number, lane in enumerate(lanes)}
+    figure, axes = plt.subplots(figsize=(9, 1.7 + 0.55 * max(len(lanes), 1)), layout="constrained")
+    for lane in lanes:
+        y = rows[id(lane)]
+        is_content = lane is record.content
         axes.hlines(y, 0, record.end, color="0.85", linewidth=1, zorder=1)
         if lane.ticks:
+            color = "tab:gray" if is_content else "tab:blue"
             axes.scatter(
                 lane.ticks, [y] * len(lane.ticks), marker="|", s=160, color=color, zorder=2
             )
-            if lane is not record.content:
+            if not is_content and lane.complete:
                 axes.scatter([lane.ticks[-1]], [y], marker="s", s=40, color="tab:green", zorder=3)
         if lane.named_at is not None:
             axes.scatter([lane.named_at], [y], marker="D", s=50, color="tab:orange", zorder=4)
     axes.set_yticks(range(len(lanes)))
-    axes.set_yticklabels([lane.label for lane in reversed(lanes)])
+    axes.set_yticklabels([_display(lane.label) for lane in reversed(lanes)])
     axes.set_xlabel("seconds" if record.unit == "s" else "chunk number")
     top = len(lanes) - 0.5
     if record.error is not None:
-        axes.scatter([record.end], [top - 0.25], marker="X", s=120, color="tab:red", zorder=5)
+        broken = record.error_lane
+        cross = top - 0.25 if broken is None else float(rows[id(broken)])
+        axes.scatter([record.end], [cross], marker="X", s=120, color="tab:red", zorder=5)
         axes.annotate(
             type(record.error).__name__,
-            (record.end, top - 0.25),
+            (record.end, cross),
             textcoords="offset points",
-            xytext=(-8, 4),
+            xytext=(-10, 6),
             ha="right",
             color="tab:red",
         )
@@ -170,9 +229,40 @@ def draw(record: Trace, path: str | Path | None = None, *, title: str = "") -> A
             xytext=(-8, 4),
             ha="right",
         )
-    axes.set_ylim(-0.6, len(lanes) - 0.1)
-    axes.set_title(title or "tool-call stream timeline (◆ name known, ■ last piece)")
-    figure.tight_layout()
+    calls = record.calls
+    marks = [
+        ("tab:blue", "|", 12, "argument fragment", any(lane.ticks for lane in calls)),
+        ("tab:orange", "D", 6, "name known", any(lane.named_at is not None for lane in calls)),
+        ("tab:green", "s", 6, "last fragment (call complete)", any(c.complete for c in calls)),
+    ]
+    legend = [
+        Line2D([], [], color=color, marker=marker, linestyle="", markersize=size)
+        for color, marker, size, _, shown in marks
+        if shown
+    ]
+    labels = [label for *_, label, shown in marks if shown]
+    if record.content.ticks:
+        legend.append(Line2D([], [], color="tab:gray", marker="|", linestyle="", markersize=12))
+        labels.append("content fragment")
+    if record.error is not None:
+        legend.append(Line2D([], [], color="tab:red", marker="X", linestyle="", markersize=8))
+        labels.append("error")
+    else:
+        legend.append(Line2D([], [], color="0.4", linestyle="--", linewidth=1))
+        labels.append("finish")
+    figure.legend(
+        legend,
+        labels,
+        loc="outside lower center",
+        ncol=len(labels),
+        frameon=False,
+        fontsize="small",
+    )
+    axes.set_ylim(-0.6, max(len(lanes), 1) - 0.1)
+    axes.set_title(_display(title) if title else "tool-call stream timeline")
     if path is not None:
-        figure.savefig(path, dpi=110)
+        with warnings.catch_warnings():
+            # A name in a script the font lacks is drawn as boxes; no warning per glyph.
+            warnings.filterwarnings("ignore", "Glyph .* missing from font", UserWarning)
+            figure.savefig(path, dpi=110)
     return figure
