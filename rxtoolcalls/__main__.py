@@ -113,6 +113,8 @@ def _library_hint(error: ToolCallStreamError, command: str) -> list[str]:
                 kept.append("--policy lenient accepts it")
         elif command == "chat" and "max_tokens" in clause:
             kept.append("raise --max-tokens")
+        elif "max_turns" in clause:
+            continue  # the command's own flag says it (_flag_hint)
         elif not _PYTHON_ADVICE.search(clause):
             kept.append(clause)
     return kept
