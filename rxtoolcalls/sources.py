@@ -18,8 +18,9 @@ from reactivex import Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable
 from reactivex.scheduler import CurrentThreadScheduler
 
-from ._errors import MalformedChunkError, ProviderError
-from ._sse import DONE, ServerSentEvent, SSEDecoder, chunk_from_event
+from ._errors import MalformedChunkError, ProviderError, provider_error
+from ._policy import Limits
+from ._sse import DONE, ServerSentEvent, SSEDecoder, chunk_from_event, load_json
 
 __all__ = [
     "from_async_iterable",
@@ -50,10 +51,7 @@ def _parse_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        try:
-            chunk = json.loads(line)
-        except ValueError as exc:
-            raise MalformedChunkError(f"line {number} is not JSON: {exc}") from exc
+        chunk = load_json(line, f"line {number}")
         if type(chunk) is not dict:
             raise MalformedChunkError(f"line {number} is not a JSON object: {type(chunk).__name__}")
         yield chunk
@@ -151,6 +149,9 @@ async def _close(iterator: object) -> None:
 def _sse_chunks(decoder: SSEDecoder, piece: bytes | str) -> Iterator[dict[str, Any] | object]:
     for event in decoder.feed(piece):
         chunk = chunk_from_event(event)
+        if chunk is DONE and decoder.error_field is not None:
+            # An old llama.cpp "error:" field, then [DONE]: the error wins.
+            raise chunk_error_field(decoder.error_field)
         if chunk is not None:
             yield chunk
 
@@ -172,7 +173,7 @@ def chunk_error_field(value: str) -> ProviderError:
         chunk_from_event(ServerSentEvent("error", json.dumps(payload)))
     except ProviderError as error:
         return error
-    return ProviderError(f"the provider reported an error inside the stream: {value!r}")
+    return provider_error(value, None, {"message": value})
 
 
 class _StreamedResponse(Protocol):
@@ -339,6 +340,7 @@ def from_sse(
     source: Iterable[bytes | str] | AsyncIterable[bytes | str] | _StreamedResponse,
     *,
     loop: asyncio.AbstractEventLoop | None = None,
+    limits: Limits | None = None,
 ) -> Observable[dict[str, Any]]:
     r"""Chunks from raw Server-Sent Events: bytes or text split anywhere, or whole lines.
 
@@ -350,7 +352,8 @@ def from_sse(
     carrying the provider's code and message. The source is closed (``close``/``aclose``) on
     completion, error or dispose. Given the response, disposing closes its connection at once,
     even mid-read on a silent server; given ``response.iter_bytes()``, a blocked read ends only
-    when data or the read timeout comes. Raises ``TypeError`` for anything else.
+    when data or the read timeout comes. Raises ``TypeError`` for anything else. A line or an
+    event past ``limits.max_event`` (``Limits()`` by default) is a ``LimitExceededError``.
 
     >>> from reactivex import operators as ops
     >>> lines = ['data: {"choices": []}', "", ": keep-alive", "data: [DONE]", ""]
@@ -359,7 +362,7 @@ def from_sse(
     """
     if isinstance(source, AsyncIterable):
         iterable = source
-        return _from_async_sse(lambda: iterable, iterable, loop)
+        return _from_async_sse(lambda: iterable, iterable, loop, limits)
     if not isinstance(source, Iterable):
         iter_bytes = getattr(source, "iter_bytes", None)
         if not callable(iter_bytes):
@@ -369,14 +372,15 @@ def from_sse(
             )
         aiter_bytes = getattr(source, "aiter_bytes", None)
         if callable(aiter_bytes) and _is_async_response(source):
-            return _from_async_sse(aiter_bytes, source, loop)
-        return _sse_source(iter_bytes, source.close, source, close_any_thread=True)
+            return _from_async_sse(aiter_bytes, source, loop, limits)
+        return _sse_source(iter_bytes, source.close, source, limits, close_any_thread=True)
     pieces = source
     closer = getattr(pieces, "close", None)
     return _sse_source(
         lambda: pieces,
         closer if callable(closer) else _nothing,
         None,
+        limits,
         close_any_thread=False,
     )
 
@@ -394,11 +398,12 @@ def _sse_source(
     pieces: Callable[[], Iterable[bytes | str]],
     close: Callable[[], None],
     response: object,
+    limits: Limits | None,
     *,
     close_any_thread: bool,
 ) -> Observable[dict[str, Any]]:
     def read(observer: abc.ObserverBase[Any], stopped: threading.Event) -> None:
-        decoder = SSEDecoder()
+        decoder = SSEDecoder(limits=limits)
         for piece in pieces():
             for chunk in _sse_chunks(decoder, piece):
                 if stopped.is_set() or chunk is DONE:
@@ -415,9 +420,10 @@ def _from_async_sse(
     pieces: Callable[[], AsyncIterable[bytes | str]],
     owner: object,
     loop: asyncio.AbstractEventLoop | None,
+    limits: Limits | None = None,
 ) -> Observable[dict[str, Any]]:
     async def chunks() -> AsyncIterator[dict[str, Any]]:
-        decoder = SSEDecoder()
+        decoder = SSEDecoder(limits=limits)
         try:
             async for piece in pieces():
                 for chunk in _sse_chunks(decoder, piece):
