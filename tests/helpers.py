@@ -139,3 +139,27 @@ def summary(turn: rt.AssistantTurn) -> list[tuple[int, str, str, str]]:
 def count(observable: reactivex.Observable[Any]) -> int:
     result: int = observable.pipe(ops.count()).run()
     return result
+
+
+def tool_turn(*calls: tuple[str, str, str]) -> list[dict[str, Any]]:
+    return [
+        call_open(i, cid, name, arguments) for i, (cid, name, arguments) in enumerate(calls)
+    ] + [finish("tool_calls")]
+
+
+def answer(text: str = "Done.") -> list[dict[str, Any]]:
+    return [content(text), finish("stop")]
+
+
+class Script:
+    """open_stream for the agent loop: one scripted turn per call (the last repeats), each
+    request kept in ``seen``."""
+
+    def __init__(self, *turns: Any) -> None:
+        self.turns = list(turns)
+        self.seen: list[list[dict[str, Any]]] = []
+
+    def __call__(self, messages: list[dict[str, Any]]) -> Any:
+        self.seen.append(messages)
+        turn = self.turns[min(len(self.seen) - 1, len(self.turns) - 1)]
+        return turn if isinstance(turn, reactivex.Observable) else reactivex.from_iterable(turn)

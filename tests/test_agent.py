@@ -14,32 +14,9 @@ from reactivex.testing import ReactiveTest, TestScheduler
 
 import rxtoolcalls as rt
 from rxtoolcalls.transcript import CANCELLED, find_unanswered, repair_transcript
-from tests.helpers import args, call_open, collect, content, finish
+from tests.helpers import Script, answer, args, call_open, collect, content, finish, tool_turn
 
 USER = [{"role": "user", "content": "hi"}]
-
-
-def tool_turn(*calls: tuple[str, str, str]) -> list[dict[str, Any]]:
-    return [
-        call_open(i, cid, name, arguments) for i, (cid, name, arguments) in enumerate(calls)
-    ] + [finish("tool_calls")]
-
-
-def answer(text: str = "Done.") -> list[dict[str, Any]]:
-    return [content(text), finish("stop")]
-
-
-class Script:
-    """open_stream for the loop: one recorded turn per call, recording what it was sent."""
-
-    def __init__(self, *turns: Any) -> None:
-        self.turns = list(turns)
-        self.seen: list[list[dict[str, Any]]] = []
-
-    def __call__(self, messages: list[dict[str, Any]]) -> Any:
-        self.seen.append(messages)
-        turn = self.turns[min(len(self.seen) - 1, len(self.turns) - 1)]
-        return turn if isinstance(turn, reactivex.Observable) else reactivex.from_iterable(turn)
 
 
 def run_loop(

@@ -21,34 +21,11 @@ import rxtoolcalls as rt
 from rxtoolcalls.agent import final_conversation
 from rxtoolcalls.serve import ReplayServer
 from rxtoolcalls.sources import from_async_iterable
-from tests.helpers import call_open, content, finish
+from tests.helpers import Script, answer, call_open, content, tool_turn
 
 openai = pytest.importorskip("openai")
 
 USER = [{"role": "user", "content": "pay the bill"}]
-
-
-def tool_turn(*calls: tuple[str, str, str]) -> list[dict[str, Any]]:
-    return [
-        call_open(i, cid, name, arguments) for i, (cid, name, arguments) in enumerate(calls)
-    ] + [finish("tool_calls")]
-
-
-def answer(text: str = "Done.") -> list[dict[str, Any]]:
-    return [content(text), finish("stop")]
-
-
-class Script:
-    """open_stream: one scripted turn per call (the last repeats), remembering each request."""
-
-    def __init__(self, *turns: Any) -> None:
-        self.turns = list(turns)
-        self.seen: list[list[dict[str, Any]]] = []
-
-    def __call__(self, messages: list[dict[str, Any]]) -> Any:
-        self.seen.append(messages)
-        turn = self.turns[min(len(self.seen) - 1, len(self.turns) - 1)]
-        return turn if isinstance(turn, reactivex.Observable) else reactivex.from_iterable(turn)
 
 
 class Counter:
@@ -179,8 +156,12 @@ def test_unusable_return_is_a_type_error_at_once(returned: object) -> None:
     assert "open_stream returned" in str(outcome.errors[0])
 
 
-@pytest.mark.parametrize("raised", [TypeError("bad call"), AttributeError("no attribute")])
-def test_programming_errors_in_open_stream_are_not_retried(raised: Exception) -> None:
+@pytest.mark.parametrize(
+    "raised",
+    [TypeError("bad call"), AttributeError("no attribute"), ValueError("invalid literal")],
+    ids=["type", "attribute", "unknown"],
+)
+def test_bugs_and_unknown_errors_in_open_stream_arrive_as_raised(raised: Exception) -> None:
     calls = 0
 
     def open_stream(messages: list[dict[str, Any]]) -> Any:
@@ -900,21 +881,6 @@ def test_http_429_is_retried() -> None:
     assert isinstance(retried[0].error, rt.ProviderError)
     assert retried[0].error.code == 429
     assert server.requests == 2
-
-
-def test_an_unknown_error_from_open_stream_arrives_as_raised() -> None:
-    raised = ValueError("invalid literal")
-    calls = 0
-
-    def open_stream(messages: list[dict[str, Any]]) -> Any:
-        nonlocal calls
-        calls += 1
-        raise raised
-
-    outcome = Outcome()
-    rt.agent_loop(open_stream, {}, USER, backoff=0).subscribe(outcome)
-    assert outcome.errors == [raised]
-    assert calls == 1
 
 
 def test_a_whole_completion_is_a_type_error() -> None:
