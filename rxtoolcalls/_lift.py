@@ -158,23 +158,29 @@ def lift(
                     raised()
                     raise own
 
+            def subscribers_own(error: Exception) -> BaseException | None:
+                """After the stage's own ``error`` is routed, the subscriber's exception if any."""
+                if stopped:
+                    # The stage reported its error already: this one is the subscriber's
+                    # on_error raising, and leaves as it is.
+                    raise error
+                try:
+                    fail(error)  # the stage's own: routed to on_error, never lost
+                except SubscriberRaised as carried:
+                    return carried.error
+                return None
+
             def on_next(value: A) -> None:
                 if stopped:
                     return
-                own: BaseException | None = None
                 try:
                     step(value)
                 except SubscriberRaised as carried:
-                    own = carried.error
-                except Exception as error:  # the stage's own: routed to on_error, never lost
-                    if stopped:
-                        # The stage reported its error already: this one is the subscriber's
-                        # on_error raising, and leaves as it is.
-                        raise
-                    try:
-                        fail(error)
-                    except SubscriberRaised as carried:
-                        own = carried.error
+                    own: BaseException | None = carried.error
+                except Exception as error:  # noqa: BLE001 - sorted out by subscribers_own
+                    own = subscribers_own(error)
+                else:
+                    return
                 if own is not None:
                     raised()
                     # Outside the handler: the subscriber's exception leaves as it was raised.
@@ -189,15 +195,8 @@ def lift(
                     stage.on_completed()
                 except SubscriberRaised as carried:
                     own = carried.error
-                except Exception as error:  # the stage's own: routed to on_error, never lost
-                    if stopped:
-                        # The stage reported its error already: this one is the subscriber's
-                        # on_error raising, and leaves as it is.
-                        raise
-                    try:
-                        fail(error)
-                    except SubscriberRaised as carried:
-                        own = carried.error
+                except Exception as error:  # noqa: BLE001 - sorted out by subscribers_own
+                    own = subscribers_own(error)
                 stopped = True
                 if own is not None:
                     raised()
