@@ -115,6 +115,8 @@ def _library_hint(error: ToolCallStreamError, command: str) -> list[str]:
             kept.append("raise --max-tokens")
         elif "max_turns" in clause:
             continue  # the command's own flag says it (_flag_hint)
+        elif clause.startswith("retry the request") and command != "chat":
+            continue  # a capture read again fails again
         elif not _PYTHON_ADVICE.search(clause):
             kept.append(clause)
     return kept
@@ -420,6 +422,12 @@ def _record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     problem = _os_error(failure)
     if problem is not None:
         raise _UsageError(f"cannot write {target}: {problem.strerror or problem}")
+    if failure is not None:
+        # The input broke off (not JSON, not SSE): what arrived is kept, nothing is "recorded".
+        if not written:
+            with contextlib.suppress(OSError):
+                os.remove(target)
+        return _report(turns, errors or [failure], False, out, err, "record")
     plural = "" if len(written) == 1 else "s"
     print(f"recorded {len(written)} chunk{plural} to {target}", file=err)
     return _report(turns, errors, False, out, err, "record")
@@ -431,12 +439,20 @@ def _export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         chunks = _load(name)
     except ToolCallStreamError as exc:
         return _explain(exc, err, "export")
-    for chunk in chunks:
-        # SSE as providers send it (ASCII escapes); JSONL as record writes it.
-        if args.to == "sse":
-            out.write(f"data: {json.dumps(chunk)}\n\n")
-        else:
-            out.write(_escape_surrogates(json.dumps(chunk, ensure_ascii=False)) + "\n")
+    lines = []
+    for number, chunk in enumerate(chunks, 1):
+        # SSE as providers send it (ASCII escapes); JSONL as record writes it. NaN and
+        # Infinity are not JSON: no provider sends them, and no reader should get them.
+        try:
+            text = json.dumps(chunk, ensure_ascii=args.to == "sse", allow_nan=False)
+        except ValueError:
+            return _explain(
+                MalformedChunkError(f"chunk {number} holds NaN or Infinity, which JSON cannot"),
+                err,
+                "export",
+            )
+        lines.append(f"data: {text}\n\n" if args.to == "sse" else _escape_surrogates(text) + "\n")
+    out.writelines(lines)
     if args.to == "sse":
         out.write("data: [DONE]\n\n")
     return 0
@@ -582,7 +598,7 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     client: Any = openai.OpenAI(
         api_key=os.environ.get("OPENAI_API_KEY", "unused"), base_url=args.base_url, max_retries=0
     )
-    policy, _ = _policy(args)
+    policy, require = _policy(args)
     show = _show_progress(args, err)
     choice = _tool_choice(args.tool_choice, declared)
     options: dict[str, Any] = {}
@@ -642,6 +658,7 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         max_turns=args.max_turns,
         retries=args.retries,
         policy=policy,
+        require_finish_reason=require,
     ).subscribe(on_event, on_error, finished.set)
     try:
         while not finished.wait(0.2):

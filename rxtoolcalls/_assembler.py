@@ -1106,9 +1106,9 @@ def check_finish(
                 )
                 continue
             raise StreamInterruptedError(
-                f"{where}the stream ended without a finish_reason, so the turn may be cut "
-                f"off (a provider that never sends one needs require_finish_reason=False)",
-                hint=RETRY_HINT,
+                f"{where}the stream ended without a finish_reason, so the turn may be cut off",
+                hint=f"{RETRY_HINT}; a provider that never sends one needs "
+                f"require_finish_reason=False",
                 **about,
             )
         if reason == "length":

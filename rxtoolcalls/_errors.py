@@ -197,8 +197,8 @@ def provider_error(message: object, code: object, body: object, where: str = "")
     """The ``ProviderError`` for an in-band error: bounded text, ``retryable`` and its hint."""
     said = clip(message, 200) if isinstance(message, str) else excerpt(message, 200)
     error = ProviderError(
-        f"{where}the provider reported an error inside the stream: {said} "
-        f"(code {excerpt(code)}); nothing was emitted",
+        f"{where}the provider reported an error inside the stream: {said}"
+        f"{'' if code is None else f' (code {excerpt(code)})'}; nothing was emitted",
         code=code,
         body=body,
     )

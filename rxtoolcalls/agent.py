@@ -45,7 +45,7 @@ from reactivex.scheduler.eventloop import AsyncIOScheduler, AsyncIOThreadSafeSch
 from ._agent_io import RunsOn, discard, open_chunks, run_tool, typed_failure
 from ._assembler import TurnReader, resolve_policy, single_turn
 from ._errors import MalformedChunkError, ToolCallStreamError, clip
-from ._policy import Policy
+from ._policy import Policy, PolicyName
 from ._types import AssistantTurn, ToolCall, ToolCallStarted, tool_content
 
 __all__ = [
@@ -322,6 +322,7 @@ class _Conversation:
         self.answered = _answered(settings.messages)
         self.lock = threading.Lock()
         self.done = False
+        self.stopping = threading.Event()
 
     # -- the one ending ---------------------------------------------------------------------
 
@@ -334,6 +335,7 @@ class _Conversation:
             if self.done:
                 return False
             self.done = True
+        self.stopping.set()
         return True
 
     def dispose(self) -> None:
@@ -383,6 +385,12 @@ class _Conversation:
         def run(_: abc.SchedulerBase, __: object = None) -> None:
             self.post(action)
 
+        if delay and isinstance(self.scheduler, CurrentThreadScheduler):
+            # The subscribing thread waits itself: the trampoline's own sleep warns on stderr
+            # ("Do not schedule blocking work!") and cannot be woken by a dispose.
+            if self.stopping.wait(delay):
+                return
+            delay = 0.0
         # Assigned after scheduling: when the step already ran (an immediate scheduler), its
         # work replaced the slot, and this disposes only the spent schedule.
         slot.disposable = (
@@ -595,10 +603,11 @@ def agent_loop(
     retries: int = 2,
     backoff: float = 0.5,
     tool_errors: Literal["message", "raise"] = "message",
-    policy: Policy | None = None,
+    policy: Policy | PolicyName | None = None,
     scheduler: abc.SchedulerBase | None = None,
     empty_content: str | None = None,
     ledger: Ledger | None = None,
+    require_finish_reason: bool | None = None,
 ) -> Observable[AgentEvent]:
     """Run the tool conversation until a turn has no tool calls; emit its progress.
 
@@ -644,6 +653,8 @@ def agent_loop(
     Where each step runs, and where async tools run: see the module docstring (``scheduler``
     overrides the subscription's).
 
+    ``policy`` is a ``Policy`` or its name (``"default"``, ``"lenient"``);
+    ``require_finish_reason=False`` accepts turns that end without one, as in ``assemble()``.
     ``empty_content=""`` sends ``""`` instead of ``null`` as the content of an assistant
     message that only calls tools (llama-cpp-python's server refuses ``null``).
     """
@@ -656,7 +667,7 @@ def agent_loop(
         retries=retries,
         backoff=backoff,
         tool_errors=tool_errors,
-        policy=resolve_policy(policy, None),
+        policy=resolve_policy(policy, require_finish_reason),
         empty_content=empty_content,
         ledger=ledger if ledger is not None else {},
     )

@@ -46,11 +46,18 @@ def test_the_error_s_own_hint_is_shown_once() -> None:
     error = rxtoolcalls.ProviderError("the provider reported an error inside the stream: 'busy'")
     setattr(error, "hint", "retry the request")  # noqa: B010 - before and after hint= exists
     err = io.StringIO()
-    assert _explain(error, err, "replay") == 9
+    assert _explain(error, err, "chat") == 9
     assert err.getvalue() == (
         "rxtoolcalls: ProviderError: the provider reported an error inside the stream: 'busy' "
         "— retry the request\n"
     )
+
+
+def test_a_capture_is_not_told_to_retry() -> None:
+    error = rxtoolcalls.ProviderError("busy", hint="retry the request: nothing was emitted")
+    err = io.StringIO()
+    assert _explain(error, err, "replay") == 9
+    assert err.getvalue() == "rxtoolcalls: ProviderError: busy\n"
 
 
 def test_no_hint_no_dash() -> None:
@@ -73,10 +80,11 @@ def test_python_advice_becomes_the_command_s_own_or_goes() -> None:
     )
     lost = rxtoolcalls.MalformedChunkError("no calls")
     lenient = "retry the request; the lenient policy (accept_tool_calls_finish_without_calls) "
-    assert _hinted(lost, lenient + "accepts it", "replay") == (
+    assert _hinted(lost, lenient + "accepts it", "chat") == (
         "retry the request; --policy lenient accepts it"
     )
-    assert _hinted(lost, lenient + "accepts it", "serve") == "retry the request"
+    # A capture read again fails again: no retry advice for the commands that read one.
+    assert _hinted(lost, lenient + "accepts it", "replay") == "--policy lenient accepts it"
     cut = rxtoolcalls.TruncatedToolCallError("cut")
     assert _hinted(cut, "raise max_tokens and retry the request", "chat") == "raise --max-tokens"
     assert _hinted(cut, "raise max_tokens and retry the request", "replay") == (
@@ -85,7 +93,7 @@ def test_python_advice_becomes_the_command_s_own_or_goes() -> None:
     empty = rxtoolcalls.StreamInterruptedError("no choice")
     empty.__cause__ = ValueError("source")
     advice = "retry the request; if read by another subscriber first (share()), use x()"
-    assert _hinted(empty, advice, "replay") == "retry the request"
+    assert _hinted(empty, advice, "chat") == "retry the request"
 
 
 def test_a_missing_finish_reason_points_at_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
