@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import threading
+from importlib import resources
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -23,6 +24,7 @@ from ._policy import Limits
 from ._sse import DONE, ServerSentEvent, SSEDecoder, chunk_from_event, load_json
 
 __all__ = [
+    "demo_path",
     "from_async_iterable",
     "from_async_openai_stream",
     "from_jsonl",
@@ -33,6 +35,18 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+def demo_path() -> Path:
+    """The bundled demo capture: a real gpt-4o stream with two parallel tool calls (``.jsonl``).
+
+    It ships inside the package, so examples run from an installed copy too.
+
+    >>> from reactivex import operators as ops
+    >>> from_jsonl(demo_path()).pipe(ops.count()).run() > 0
+    True
+    """
+    return Path(str(resources.files("rxtoolcalls").joinpath("data/demo.jsonl")))
 
 
 def read_jsonl(source: str | os.PathLike[str] | Iterable[str]) -> Iterator[dict[str, Any]]:

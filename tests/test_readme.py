@@ -18,9 +18,12 @@ def test_readme_has_examples() -> None:
 
 @pytest.mark.parametrize("number", range(len(BLOCKS)))
 def test_readme_example_runs(
-    number: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    number: int,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.chdir(ROOT)
+    monkeypatch.chdir(tmp_path)  # not the checkout: the examples work from an installed package
     namespace: dict[str, Any] = {}
     code = BLOCKS[number]
     injected = "client." in code and "client =" not in code
