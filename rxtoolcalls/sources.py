@@ -9,8 +9,8 @@ import json
 import os
 import socket
 import threading
-from importlib import resources
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
