@@ -252,8 +252,9 @@ def test_first_finish_reason_is_kept_and_empty_means_null(run: Runner) -> None:
 
 
 def test_missing_finish_reason(run: Runner) -> None:
-    with pytest.raises(rt.StreamInterruptedError, match="require_finish_reason=False"):
+    with pytest.raises(rt.StreamInterruptedError, match="without a finish_reason") as info:
         run(WEATHER[:-1])
+    assert "require_finish_reason=False" in (info.value.hint or "")
     turn = run(WEATHER[:-1], require_finish_reason=False)
     assert turn.finish_reason is None
     assert len(turn.tool_calls) == 1
