@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import inspect
 import json
+import socket
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -44,19 +46,53 @@ _NETWORK_PACKAGES = frozenset(
 
 
 def _status(error: BaseException) -> int | None:
-    status = getattr(error, "status_code", None)
-    return status if type(status) is int else None
+    """The HTTP status an error carries: openai's and httpx's, or urllib's ``HTTPError``."""
+    response = getattr(error, "response", None)
+    for value in (
+        getattr(error, "status_code", None),
+        getattr(response, "status_code", None),
+        getattr(error, "status", None),
+        getattr(error, "code", None) if isinstance(error, OSError) else None,
+    ):
+        if type(value) is int and 100 <= value <= 599:
+            return value
+    return None
+
+
+# OSErrors of the network; a missing file or a denied permission is no reason to try again.
+_NETWORK_ERRNOS = frozenset(
+    {
+        errno.ECONNABORTED,
+        errno.ECONNREFUSED,
+        errno.ECONNRESET,
+        errno.EHOSTUNREACH,
+        errno.ENETDOWN,
+        errno.ENETRESET,
+        errno.ENETUNREACH,
+        errno.EPIPE,
+        errno.ETIMEDOUT,
+    }
+)
+# Errors of those packages that say the request itself is wrong (a URL, a protocol).
+_CONFIGURATION_ERRORS = frozenset({"InvalidURL", "UnsupportedProtocol", "LocalProtocolError"})
 
 
 def _transient(error: BaseException) -> bool:
     """Whether a network-level exception may pass on a second try."""
     if isinstance(error, _PROGRAMMING_ERRORS):
         return False
-    if isinstance(error, OSError):  # ConnectionError, TimeoutError, socket errors
-        return True
     status = _status(error)
     if status is not None:
         return status in (408, 409, 429) or status >= 500
+    if isinstance(error, ConnectionError | TimeoutError | socket.gaierror):
+        return True
+    if isinstance(error, OSError):
+        reason = getattr(error, "reason", None)  # urllib's URLError wraps the socket's error
+        if isinstance(reason, BaseException):
+            return _transient(reason)
+        return error.errno in _NETWORK_ERRNOS
+    if type(error).__name__ in _CONFIGURATION_ERRORS:
+        return False
     return type(error).__module__.partition(".")[0] in _NETWORK_PACKAGES
 
 
@@ -124,7 +160,9 @@ def open_chunks(value: object, loop: asyncio.AbstractEventLoop | None) -> Observ
         if loop is None:
             discard(value)  # never awaited, and no warning about it
             raise _unusable(
-                value, " but no asyncio loop runs the agent loop (await it inside a coroutine)"
+                value,
+                " but the agent loop does not run on an asyncio loop (await it in a coroutine, "
+                "not run(), with no scheduler of another kind)",
             )
         if isinstance(value, AsyncIterable):
             return from_async_openai_stream(value, loop=loop)
@@ -257,8 +295,12 @@ async def _result_of(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
-def _deliver(future: asyncio.Future[Any], observer: abc.ObserverBase[Any]) -> None:
+def _deliver(future: asyncio.Future[Any], observer: abc.ObserverBase[Any], disposed: bool) -> None:
     if future.cancelled():
+        if not disposed:
+            # The tool let out a cancellation of its own (an inner task cancelled by
+            # someone else): a failure of the tool, not the end of the loop.
+            observer.on_error(RuntimeError("the tool's task was cancelled"))
         return
     error = future.exception()
     if isinstance(error, Exception):
@@ -272,14 +314,18 @@ def _run_on_loop(
     awaitable: Awaitable[Any], observer: abc.ObserverBase[Any], loop: asyncio.AbstractEventLoop
 ) -> abc.DisposableBase:
     future = asyncio.run_coroutine_threadsafe(_result_of(awaitable), loop)
+    disposed = False
 
     def done(finished: Any) -> None:
-        _deliver(finished, observer)
+        _deliver(finished, observer, disposed)
 
     future.add_done_callback(done)
 
     def cancel() -> None:
-        future.cancel()
+        nonlocal disposed
+        disposed = True
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs anyway
+            future.cancel()
 
     return Disposable(cancel)
 
@@ -289,8 +335,11 @@ def _run_on_own_loop(
 ) -> None:
     own = asyncio.new_event_loop()
     task = own.create_task(_result_of(awaitable))
+    disposed = False
 
     def cancel() -> None:
+        nonlocal disposed
+        disposed = True
         # From another thread while it runs; a closed loop has nothing left to cancel.
         with contextlib.suppress(RuntimeError):
             own.call_soon_threadsafe(task.cancel)
@@ -301,4 +350,4 @@ def _run_on_own_loop(
         own.run_until_complete(own.shutdown_asyncgens())
     finally:
         own.close()
-    _deliver(task, observer)
+    _deliver(task, observer, disposed)

@@ -20,7 +20,9 @@ disposing cancels it either way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import json
 import threading
 from collections import deque
 from collections.abc import (
@@ -159,8 +161,8 @@ def _ledger_key(turn: int, call: ToolCall) -> str:
 
     The id alone is not enough: TGI sends ``"0"`` for every call of every turn.
     """
-    digest = hashlib.sha256(call.arguments.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{call.id} turn {turn} {call.name[:64]} {digest}"
+    digest = hashlib.sha256(call.arguments.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return json.dumps([call.id, turn, call.name, digest])
 
 
 def _answered(messages: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], str]:
@@ -246,8 +248,10 @@ class _OnLoop:
             else:
                 direct = False
                 self.queue.append(action)
-                if len(self.queue) == 1:
-                    self.loop.call_soon_threadsafe(self._drain)
+                if len(self.queue) == 1 and not self.loop.is_closed():
+                    # A closed loop runs nothing more: whoever waited on it is gone.
+                    with contextlib.suppress(RuntimeError):
+                        self.loop.call_soon_threadsafe(self._drain)
         if direct:
             action()
 
@@ -274,22 +278,34 @@ class _OnLoopObserver(abc.ObserverBase[Any]):
     def __init__(self, observer: abc.ObserverBase[Any], on_loop: _OnLoop) -> None:
         self.observer = observer
         self.on_loop = on_loop
-        self.raised: Callable[[Exception], None] = lambda _: None
+        self.stop: Callable[[], None] = lambda: None
+        self.stopped = False
 
     def on_next(self, value: Any) -> None:
         def deliver() -> None:
+            if self.stopped:
+                return
             try:
                 self.observer.on_next(value)
             except Exception as error:  # noqa: BLE001 - the subscriber's own: ends the loop
-                self.raised(error)
+                # Steps elsewhere may have gone on meanwhile: stop them, drop what is queued,
+                # and end with that same exception.
+                self.stopped = True
+                self.stop()
+                self.observer.on_error(error)
 
         self.on_loop.post(deliver)
 
     def on_error(self, error: Exception) -> None:
-        self.on_loop.post(lambda: self.observer.on_error(error))
+        self.on_loop.post(lambda: self._end(lambda: self.observer.on_error(error)))
 
     def on_completed(self) -> None:
-        self.on_loop.post(self.observer.on_completed)
+        self.on_loop.post(lambda: self._end(self.observer.on_completed))
+
+    def _end(self, notify: Callable[[], None]) -> None:
+        if not self.stopped:
+            self.stopped = True
+            notify()
 
 
 class _Conversation:
@@ -693,17 +709,20 @@ def agent_loop(
             if loop is running:
                 on_loop.thread = threading.get_ident()
         delivery: _OnLoopObserver | None = None
-        if on_loop is None and running is not None and isinstance(given, AsyncIOScheduler):
+        awaited_elsewhere = on_loop is None or on_loop.loop is not running
+        if awaited_elsewhere and running is not None and isinstance(given, AsyncIOScheduler):
             # Awaited (``to_future`` subscribes with the loop) while ``scheduler=`` runs the
             # steps elsewhere: the events still go to the awaiting side on its loop.
             delivery = _OnLoopObserver(observer, _OnLoop(running))
             delivery.on_loop.thread = threading.get_ident()
             observer = delivery
+        # Async streams need a loop that runs: not one that run() blocks (a notebook cell).
+        usable = loop if on_loop is not None or isinstance(given, AsyncIOScheduler) else None
         conversation = _Conversation(
-            settings, observer, chosen or CurrentThreadScheduler.singleton(), loop, on_loop
+            settings, observer, chosen or CurrentThreadScheduler.singleton(), usable, on_loop
         )
         if delivery is not None:
-            delivery.raised = conversation.fail
+            delivery.stop = conversation.dispose
         return conversation.start()
 
     return Observable(subscribe)

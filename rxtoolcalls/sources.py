@@ -137,14 +137,17 @@ def from_async_iterable(
             task = target.create_task(pump())
 
             def cancel_task() -> None:
-                target.call_soon_threadsafe(task.cancel)
+                if not target.is_closed():  # a closed loop runs the task no more
+                    with contextlib.suppress(RuntimeError):
+                        target.call_soon_threadsafe(task.cancel)
 
             return Disposable(cancel_task)
         # From another thread, only run_coroutine_threadsafe wakes the loop up.
         future = asyncio.run_coroutine_threadsafe(pump(), target)
 
         def cancel_future() -> None:
-            future.cancel()
+            with contextlib.suppress(RuntimeError):  # its loop may be closed by now
+                future.cancel()
 
         return Disposable(cancel_future)
 

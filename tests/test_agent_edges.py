@@ -299,7 +299,7 @@ def test_a_ledger_outlives_the_loop() -> None:
         assert conversation.messages[2]["content"] == "paid"
     assert pay.runs == 1
     assert list(ledger.values()) == ["paid"]
-    assert next(iter(ledger)).startswith("call_pay_1 ")
+    assert json.loads(next(iter(ledger)))[:3] == ["call_pay_1", 1, "pay"]
 
 
 def test_a_call_started_but_never_answered_is_not_run_again() -> None:
@@ -938,3 +938,107 @@ def test_a_raising_on_completed_under_asyncio_reaches_the_loop_s_handler() -> No
 
     asyncio.run(main())
     assert [str(e) for e in seen] == ["from on_completed"]
+
+
+# -- from a second review -----------------------------------------------------------------------
+
+
+def test_a_tool_that_lets_out_its_own_cancellation_fails_and_the_loop_goes_on() -> None:
+    async def pay() -> str:
+        inner = asyncio.ensure_future(asyncio.sleep(10))
+        asyncio.get_running_loop().call_soon(inner.cancel)  # someone else cancels it
+        await inner
+        return "never"
+
+    script = Script(tool_turn(("call_pay_1", "pay", "{}")), answer())
+    conversation = in_a_thread(
+        lambda: rt.agent_loop(script, {"pay": pay}, USER).pipe(final_conversation()).run()
+    )
+    assert "cancelled" in conversation.messages[2]["content"]
+
+
+def test_run_inside_a_running_loop_refuses_an_async_stream_at_once() -> None:
+    async def chunks() -> Any:
+        for chunk in answer():
+            yield chunk
+
+    async def cell() -> Exception:
+        with pytest.raises(TypeError) as caught:
+            rt.agent_loop(lambda _: chunks(), {}, USER).run()
+        return caught.value
+
+    error = in_a_thread(lambda: asyncio.run(cell()))
+    assert "asyncio" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("raised", "retried"),
+    [
+        (FileNotFoundError(2, "No such file or directory"), False),
+        (PermissionError(13, "Permission denied"), False),
+        (ConnectionResetError(104, "reset"), True),
+        (TimeoutError("timed out"), True),
+    ],
+    ids=["missing-file", "permission", "reset", "timeout"],
+)
+def test_only_network_os_errors_are_retried(raised: Exception, retried: bool) -> None:
+    calls = 0
+
+    def open_stream(messages: list[dict[str, Any]]) -> Any:
+        nonlocal calls
+        calls += 1
+        raise raised
+
+    outcome = Outcome()
+    rt.agent_loop(open_stream, {}, USER, retries=1, backoff=0).subscribe(outcome)
+    assert calls == (2 if retried else 1)
+    if not retried:
+        assert outcome.errors == [raised]
+
+
+def test_an_http_status_error_of_another_client_is_a_provider_error() -> None:
+    import urllib.error
+
+    refused = urllib.error.HTTPError("http://127.0.0.1/v1", 400, "Bad Request", None, None)  # type: ignore[arg-type]
+
+    def open_stream(messages: list[dict[str, Any]]) -> Any:
+        raise refused
+
+    outcome = Outcome()
+    rt.agent_loop(open_stream, {}, USER, backoff=0).subscribe(outcome)
+    error = outcome.errors[0]
+    assert isinstance(error, rt.ProviderError)
+    assert (error.code, error.retryable) == (400, False)
+
+
+def test_ledger_keys_never_collide_across_fields() -> None:
+    ledger: rt.Ledger = {}
+    ran: list[str] = []
+
+    def tool(name: str) -> Any:
+        def run(**_: Any) -> str:
+            ran.append(name)
+            return name
+
+        return run
+
+    long = "mcp__server__" + "x" * 80
+    script = Script(tool_turn(("0", long + "__create", "{}")), answer())
+    rt.agent_loop(script, {long + "__create": tool("create")}, USER, ledger=ledger).run()
+    script = Script(tool_turn(("0", long + "__delete", "{}")), answer())
+    rt.agent_loop(script, {long + "__delete": tool("delete")}, USER, ledger=ledger).run()
+    assert ran == ["create", "delete"]
+
+
+def test_dispose_after_the_asyncio_loop_closed_returns() -> None:
+    async def stalled() -> Any:
+        await asyncio.sleep(10)
+        yield {}
+
+    async def main() -> Any:
+        subscription = rt.agent_loop(lambda _: stalled(), {}, USER).subscribe()
+        await asyncio.sleep(0.05)
+        return subscription
+
+    subscription = asyncio.run(main())
+    subscription.dispose()  # the loop is gone: nothing to cancel, and no error
