@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 import warnings
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -569,16 +571,39 @@ def _fuzz_case(seed: int) -> None:
     )
     for _ in range(3):  # resubscriptions share the ledger
         outcome = Outcome()
+        disposed_open: list[bool] = []
         subscription = observable.subscribe(on_next, outcome.on_error, outcome.on_completed)
-        scheduler.schedule_relative(rng.uniform(0, 3), lambda *_, s=subscription: s.dispose())
+
+        def dispose(
+            *_: Any, s: Any = subscription, o: Outcome = outcome, d: list[bool] = disposed_open
+        ) -> None:
+            d.append(o.terminals == 0)
+            s.dispose()
+
+        scheduler.schedule_relative(rng.uniform(0, 3), dispose)
         scheduler.start()
-        assert outcome.terminals <= 1  # exactly one, or none when disposed first
+        # Exactly one terminal notification, or none because the dispose came first.
+        assert outcome.terminals == 1 or (outcome.terminals == 0 and disposed_open == [True])
     assert all(count == 1 for count in runs.values()), runs
 
 
 @pytest.mark.parametrize("seed", range(200))
 def test_fuzz_one_ending_and_each_call_at_most_once(seed: int) -> None:
     _fuzz_case(seed)
+
+
+def _sockets() -> int:
+    """Open sockets of this process (the server's and the clients'), from /proc."""
+    fds = Path("/proc/self/fd")
+    if not fds.exists():
+        pytest.skip("counting sockets needs /proc")
+    count = 0
+    for fd in fds.iterdir():
+        try:
+            count += os.readlink(fd).startswith("socket:")
+        except OSError:
+            continue  # closed while listing
+    return count
 
 
 def _threads() -> set[threading.Thread]:
@@ -599,6 +624,7 @@ def test_dispose_at_random_moments_leaves_no_thread() -> None:
         ledger: rt.Ledger = {}
         tool = Counter()
         before = _threads()
+        sockets_before = _sockets()
         for _ in range(12):
             outcome = Outcome()
             subscription = rt.agent_loop(open_stream, {"pay": tool}, USER, ledger=ledger).subscribe(
@@ -616,11 +642,13 @@ def test_dispose_at_random_moments_leaves_no_thread() -> None:
                 for t in _threads() - before
                 if "process_request" not in t.name and t is not threading.current_thread()
             }
-            if not left:
+            sockets = _sockets()
+            if not left and sockets <= sockets_before:
                 break
             time.sleep(0.05)
     assert tool.runs <= 1
     assert left == set()
+    assert sockets <= sockets_before  # every connection a loop opened is closed again
 
 
 @pytest.mark.parametrize("how", ["new-thread", "subscribe-on-pool"])
