@@ -1,6 +1,5 @@
 """Assemble streamed LLM tool calls into complete, validated turns with ReactiveX operators."""
 
-from ._assembler import Assembler
 from ._errors import (
     ContentFilteredError,
     InvalidArgumentsError,
@@ -14,6 +13,7 @@ from ._errors import (
     UnknownToolError,
 )
 from ._policy import DEFAULT, LENIENT, Limits, Policy, PolicyName
+from ._reader import Assembler
 from ._types import (
     AssistantTurn,
     ChoiceEnd,

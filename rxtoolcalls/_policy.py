@@ -82,6 +82,9 @@ class Policy:
     - ``drop_resent_arguments`` (13): a fragment equal to everything received so far is a resend
       and dropped; a fragment that starts with everything received so far replaces it (cumulative
       snapshots).
+    - ``final_arguments_win``: a final value of the arguments (Responses ``.done``,
+      ``output_item.done``, ``response.completed``) that contradicts the streamed fragments
+      replaces them instead of being refused.
     - ``accept_tool_calls_finish_without_calls`` (15): ``finish_reason="tool_calls"`` with no
       tool call streamed is accepted instead of refused.
     - ``reject_duplicate_keys``: an argument object with a repeated key is invalid (a tool
@@ -101,6 +104,7 @@ class Policy:
     object_arguments: bool = False
     drop_resent_arguments: bool = False
     accept_tool_calls_finish_without_calls: bool = False
+    final_arguments_win: bool = False
     reject_duplicate_keys: bool = False
     tools: Mapping[str, Mapping[str, Any] | None] | None = None
     validate_arguments: bool = False
@@ -159,6 +163,7 @@ LENIENT = Policy(
     object_arguments=True,
     drop_resent_arguments=True,
     accept_tool_calls_finish_without_calls=True,
+    final_arguments_win=True,
 )
 """Every recovery of the catalogue; each one that fires is counted in ``turn.normalizations``."""
 

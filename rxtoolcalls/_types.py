@@ -6,10 +6,11 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 __all__ = [
     "AssistantTurn",
+    "CallItem",
     "ChoiceEnd",
     "StreamEnd",
     "ToolCall",
@@ -17,8 +18,12 @@ __all__ = [
     "ToolCallCommitted",
     "ToolCallProgress",
     "ToolCallStarted",
+    "Wire",
     "tool_content",
 ]
+
+Wire: TypeAlias = Literal["chat", "responses", "anthropic"]
+"""The streaming formats read: OpenAI Chat Completions, OpenAI Responses, Anthropic Messages."""
 
 
 def _finite(value: object) -> object:
@@ -57,9 +62,40 @@ def tool_content(value: object, default: Callable[[Any], Any] | None = None) -> 
         return json.dumps(_finite(value), allow_nan=False, default=finite_default)
 
 
+def _error_text(value: BaseException) -> str:
+    return f"{type(value).__name__}: {value}" if str(value) else type(value).__name__
+
+
+def _results(ids: list[str], results: Mapping[str, object] | Sequence[object]) -> list[object]:
+    """The results in call order; ``ValueError`` unless there is exactly one per call."""
+    if isinstance(results, Mapping):
+        missing = [i for i in ids if i not in results]
+        unknown = [k for k in results if k not in ids]
+        if missing or unknown:
+            raise ValueError(
+                f"results must answer every tool call exactly once: "
+                f"missing {missing}, unknown {unknown}"
+            )
+        return [results[i] for i in ids]
+    if isinstance(results, str | bytes) or len(results) != len(ids):
+        raise ValueError(
+            f"expected {len(ids)} results in call order, got "
+            f"{'a string' if isinstance(results, str | bytes) else len(results)}"
+        )
+    return list(results)
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """One complete tool call whose ``arguments`` parsed as a JSON object."""
+    """One complete tool call whose ``arguments`` parsed as a JSON object.
+
+    ``index`` is the wire's key (Chat ``index``, Responses ``output_index``, Anthropic block
+    ``index``); ``id`` is the id its answer quotes (Responses ``call_id``, Anthropic
+    ``toolu_…``). ``type`` is ``"function"`` for JSON arguments on every wire, ``"custom"``
+    for a Responses custom tool, whose free-form ``arguments`` are never parsed (its
+    ``parsed_arguments`` is empty). ``item_id`` is the Responses item id (``fc_…``), kept for
+    diagnostics and the round trip.
+    """
 
     index: int
     id: str
@@ -67,6 +103,7 @@ class ToolCall:
     arguments: str
     parsed_arguments: dict[str, Any] = field(compare=False, repr=False)
     type: str = "function"
+    item_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the call in the Chat Completions ``tool_calls`` entry shape."""
@@ -97,21 +134,46 @@ class AssistantTurn:
     choice_index: int = 0
     function_call: ToolCall | None = None
     normalizations: dict[str, int] = field(default_factory=dict, hash=False)
+    wire: Wire = "chat"
+    """The format the turn was streamed in; ``to_message`` and ``tool_messages`` answer in it."""
+    items: tuple[dict[str, Any], ...] = field(default=(), hash=False, repr=False)
+    """Responses output items, or Anthropic content blocks, in order: verbatim (reasoning,
+    signatures, server calls and their results), calls as assembled. Empty on Chat."""
 
     @property
     def has_tool_calls(self) -> bool:
         """Whether the turn asks for tools (whatever ``finish_reason`` says)."""
         return bool(self.tool_calls)
 
-    def to_message(self, empty_content: str | None = None) -> dict[str, Any]:
-        """Return the assistant message to send back to the Chat Completions API.
+    @property
+    def needs_continuation(self) -> bool:
+        """Whether the provider paused the turn (Anthropic ``pause_turn``): send it back."""
+        return self.wire == "anthropic" and self.finish_reason == "pause_turn"
 
-        ``empty_content`` replaces a ``None`` content (llama-cpp-python's server refuses
-        ``"content": null`` next to ``tool_calls``; pass ``""`` for it).
+    def to_message(self, empty_content: str | None = None) -> Any:
+        """Return what the wire's next request needs to carry this turn.
+
+        Chat: the assistant message (a dict). Responses: the list of input items (the output
+        items, reasoning and server items verbatim). Anthropic: ``{"role": "assistant",
+        "content": [blocks]}``. ``empty_content`` replaces a ``None`` Chat content
+        (llama-cpp-python's server refuses ``"content": null`` next to ``tool_calls``).
 
         >>> AssistantTurn(content="Hi", finish_reason="stop").to_message()
         {'role': 'assistant', 'content': 'Hi'}
         """
+        if self.wire == "responses":
+            if self.items:
+                return [dict(item) for item in self.items]
+            text = self.content if self.content is not None else empty_content
+            return [] if text is None else [{"role": "assistant", "content": text}]
+        if self.wire == "anthropic":
+            blocks = [
+                dict(block)
+                for block in self.items
+                # The API refuses empty text blocks; a stream may open one and send nothing.
+                if not (block.get("type") == "text" and not block.get("text"))
+            ]
+            return {"role": "assistant", "content": blocks}
         content = self.content if self.content is not None else empty_content
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if self.refusal is not None:
@@ -125,43 +187,60 @@ class AssistantTurn:
     def tool_messages(
         self, results: Mapping[str, object] | Sequence[object]
     ) -> list[dict[str, Any]]:
-        """Return one ``{"role": "tool", "tool_call_id", "content"}`` message per call, in order.
+        """Return the answers to the calls, in call order, in the wire's shape.
 
-        ``results`` maps each call id to its result, or lists the results in call order.
-        A ``str`` result is sent as is; anything else is JSON-encoded (``tool_content``).
-        Raises ``ValueError`` unless there is exactly one result per call.
+        Chat: one ``{"role": "tool", "tool_call_id", "content"}`` per call. Responses: one
+        ``function_call_output`` (``custom_tool_call_output``) item per call. Anthropic: one
+        user message of ``tool_result`` blocks. ``results`` maps each call id to its result,
+        or lists the results in call order. A ``str`` is sent as is, an exception as its text
+        (Anthropic marks it ``is_error``), anything else as JSON (``tool_content``). Raises
+        ``ValueError`` unless there is exactly one result per call.
         """
         ids = [call.id for call in self.tool_calls]
-        if isinstance(results, Mapping):
-            missing = [i for i in ids if i not in results]
-            extra = [k for k in results if k not in ids]
-            if missing or extra:
-                raise ValueError(
-                    f"results must answer every tool call exactly once: "
-                    f"missing {missing}, unknown {extra}"
-                )
-            values = [results[i] for i in ids]
-        else:
-            if isinstance(results, str | bytes) or len(results) != len(ids):
-                raise ValueError(
-                    f"expected {len(ids)} results in call order, got "
-                    f"{'a string' if isinstance(results, str | bytes) else len(results)}"
-                )
-            values = list(results)
+        values = _results(ids, results)
+        texts = [
+            _error_text(value) if isinstance(value, BaseException) else tool_content(value)
+            for value in values
+        ]
+        if self.wire == "responses":
+            return [
+                {
+                    "type": "custom_tool_call_output"
+                    if call.type == "custom"
+                    else "function_call_output",
+                    "call_id": call.id,
+                    "output": text,
+                }
+                for call, text in zip(self.tool_calls, texts, strict=True)
+            ]
+        if self.wire == "anthropic":
+            blocks: list[dict[str, Any]] = []
+            for call_id, value, text in zip(ids, values, texts, strict=True):
+                block: dict[str, Any] = {
+                    "type": "tool_result",
+                    "tool_use_id": call_id,
+                    "content": text,
+                }
+                if isinstance(value, BaseException):
+                    block["is_error"] = True
+                blocks.append(block)
+            return [{"role": "user", "content": blocks}] if blocks else []
         return [
-            {"role": "tool", "tool_call_id": call_id, "content": tool_content(value)}
-            for call_id, value in zip(ids, values, strict=True)
+            {"role": "tool", "tool_call_id": call_id, "content": text}
+            for call_id, text in zip(ids, texts, strict=True)
         ]
 
     def exchange(
         self, results: Mapping[str, object] | Sequence[object], empty_content: str | None = None
     ) -> list[dict[str, Any]]:
-        """The assistant message and one tool message per call, as one list to append.
+        """The turn and its answers, as one list to append to the wire's transcript.
 
-        Appending this (never the assistant message alone) keeps a transcript valid: every
-        ``tool_call_id`` answered, in order. Raises ``ValueError`` like ``tool_messages``.
+        Appending this (never the turn alone) keeps a transcript valid: every call answered,
+        in order. Raises ``ValueError`` like ``tool_messages``.
         """
-        return [self.to_message(empty_content), *self.tool_messages(results)]
+        message = self.to_message(empty_content)
+        turn = message if isinstance(message, list) else [message]
+        return [*turn, *self.tool_messages(results)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +320,21 @@ class ToolCallBuffer:
     arguments: str
     order: int = 0
     """Opening order within the choice: tells apart calls that reuse one index."""
+    item_id: str | None = None
+    closed: bool | None = None
+    """Whether the wire closed the call (``None``: the wire has no close event)."""
+    server: bool = False
+    """Run by the provider (Anthropic ``server_tool_use``): parsed, kept, never dispatched."""
+    json: bool = True
+    """Whether the arguments are JSON (``False``: free-form custom tool input)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallItem:
+    """A place in a turn's items that holds a call: rendered from the call once it is built."""
+
+    index: int
+    render: Callable[[ToolCall], dict[str, Any]] = field(compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +347,9 @@ class ChoiceEnd:
     reasoning: str | None
     finish_reason: str | None
     function_call: ToolCallBuffer | None = None
+    outcome: str | None = None
+    """The finish in Chat Completions terms, where the wire's own ``finish_reason`` differs."""
+    items: tuple[dict[str, Any] | CallItem, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,3 +359,4 @@ class StreamEnd:
     choices: tuple[ChoiceEnd, ...]
     usage: dict[str, Any] | None
     normalizations: dict[str, int] = field(default_factory=dict)
+    wire: Wire = "chat"

@@ -45,9 +45,10 @@ from reactivex.scheduler import CurrentThreadScheduler, EventLoopScheduler, NewT
 from reactivex.scheduler.eventloop import AsyncIOScheduler, AsyncIOThreadSafeScheduler
 
 from ._agent_io import RunsOn, discard, open_chunks, run_tool, typed_failure
-from ._assembler import TurnReader, resolve_policy, single_turn
+from ._close import resolve_policy, single_turn
 from ._errors import MalformedChunkError, ToolCallStreamError, clip
 from ._policy import Policy, PolicyName
+from ._reader import reader as TurnReader
 from ._types import AssistantTurn, ToolCall, ToolCallStarted, tool_content
 
 __all__ = [

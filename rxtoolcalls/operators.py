@@ -7,8 +7,11 @@ Element types along ``assemble()``::
           ─on_finish_reason()─▶ ToolCallBuffer | StreamEnd   (checked)
           ─atomic_batch()─▶ AssistantTurn                     (exactly one, or one error)
 
-A ``Chunk`` is a dict (parsed JSON) or an object with the same attributes, such as the openai
-SDK's ``ChatCompletionChunk``.
+A ``Chunk`` is one event of a stream, on any wire: a Chat Completions chunk, a Responses
+event or an Anthropic event, as a dict (parsed JSON) or the SDK's own object
+(``ChatCompletionChunk``, ``ResponseStreamEvent``, ``RawMessageStreamEvent``). Every operator
+detects the wire from the first event that shows it; ``wire=`` forces one. The notifications
+are the same on every wire.
 """
 
 from __future__ import annotations
@@ -21,19 +24,13 @@ import reactivex
 from reactivex import GroupedObservable, Observable, abc
 from reactivex.disposable import Disposable
 
-from ._assembler import (
-    Call,
-    TurnReader,
-    _discard,
-    build_turns,
-    check_finish,
-    every_turn,
-    resolve_policy,
-    single_turn,
-)
-from ._errors import StreamInterruptedError
+from ._close import build_turns, check_finish, every_turn, resolve_policy, single_turn
+from ._core import Call, _discard
+from ._errors import MalformedChunkError, StreamInterruptedError
 from ._lift import Fail, Stage, SubscriberRaised, lift
 from ._policy import Policy, PolicyName
+from ._reader import reader as TurnReader
+from ._reader import resolve_wire
 from ._types import (
     AssistantTurn,
     StreamEnd,
@@ -41,6 +38,7 @@ from ._types import (
     ToolCallCommitted,
     ToolCallProgress,
     ToolCallStarted,
+    Wire,
 )
 
 __all__ = [
@@ -59,7 +57,7 @@ __all__ = [
 ]
 
 Chunk: TypeAlias = object
-"""A chat-completion chunk: a dict, or an object with the chunk's attributes."""
+"""One event of a stream on any wire: a dict, or the SDK's object for it."""
 
 Grouped: TypeAlias = "ToolCallGroup | StreamEnd"
 Joined: TypeAlias = "ToolCallBuffer | StreamEnd"
@@ -200,7 +198,7 @@ def _carried(observer: abc.ObserverBase[str] | _Collector) -> Callable[[str], ob
 
 
 def group_by_index(
-    policy: Policy | PolicyName | None = None,
+    policy: Policy | PolicyName | None = None, *, wire: Wire | None = None
 ) -> Callable[[Observable[Chunk]], Observable[Grouped]]:
     """Split the chunk stream into one ``ToolCallGroup`` per tool call, then one ``StreamEnd``.
 
@@ -218,6 +216,7 @@ def group_by_index(
     call. For the whole turn use ``assemble()``.
     """
     chosen = resolve_policy(policy, None)
+    forced = resolve_wire(wire)
 
     def make(observer: abc.ObserverBase[Grouped], fail: Fail) -> Stage[Chunk]:
         groups: list[ToolCallGroup] = []
@@ -228,7 +227,9 @@ def group_by_index(
             observer.on_next(group)
 
         # The pieces go to the groups, so the reader keeps none itself.
-        reader = TurnReader(chosen, on_open=on_open, keep_arguments=False, on_error=fail)
+        reader = TurnReader(
+            chosen, wire=forced, on_open=on_open, keep_arguments=False, on_error=fail
+        )
 
         def on_completed() -> None:
             end = reader.end()
@@ -296,7 +297,10 @@ def concat_arguments() -> Callable[[Observable[Grouped]], Observable[Joined]]:
 
 
 def on_finish_reason(
-    policy: Policy | PolicyName | None = None, *, require_finish_reason: bool | None = None
+    policy: Policy | PolicyName | None = None,
+    *,
+    require_finish_reason: bool | None = None,
+    wire: Wire | None = None,
 ) -> Callable[[Observable[Joined]], Observable[Joined]]:
     """Apply the finish policy to each choice when its ``StreamEnd`` arrives; pass items on.
 
@@ -313,12 +317,14 @@ def on_finish_reason(
     or ``policy.accept_clean_end``; ``MalformedChunkError`` for ``tool_calls`` without a call.
     """
     chosen = resolve_policy(policy, require_finish_reason)
+    forced = resolve_wire(wire)
 
     def make(observer: abc.ObserverBase[Joined], _: Fail) -> Stage[Joined]:
         buffers: list[ToolCallBuffer] = []
 
         def on_next(item: Joined) -> None:
             if isinstance(item, StreamEnd):
+                _same_wire(item, forced)
                 item = check_finish(item, buffers, chosen)
             else:
                 buffers.append(item)
@@ -329,10 +335,18 @@ def on_finish_reason(
     return lift(make)
 
 
+def _same_wire(end: StreamEnd, wire: Wire | None) -> None:
+    if wire is not None and end.wire != wire:
+        raise MalformedChunkError(
+            f"the stream was read as {end.wire!r}, and this operator was told wire={wire!r}"
+        )
+
+
 def _atomic(
     observer: abc.ObserverBase[Any],
     emit: Callable[[tuple[AssistantTurn, ...]], Any],
     policy: Policy,
+    wire: Wire | None = None,
 ) -> Stage[Joined]:
     buffers: list[ToolCallBuffer] = []
     end: list[StreamEnd] = []
@@ -349,6 +363,7 @@ def _atomic(
                 "the stream completed before its end was read; atomic_batch() takes the "
                 "output of on_finish_reason()"
             )
+        _same_wire(end[-1], wire)
         result = emit(build_turns(buffers, end[-1], policy))
         observer.on_next(result)
         observer.on_completed()
@@ -357,7 +372,7 @@ def _atomic(
 
 
 def atomic_batch(
-    policy: Policy | PolicyName | None = None,
+    policy: Policy | PolicyName | None = None, *, wire: Wire | None = None
 ) -> Callable[[Observable[Joined]], Observable[AssistantTurn]]:
     """Emit the whole ``AssistantTurn`` once when the source completes, or one error.
 
@@ -375,32 +390,34 @@ def atomic_batch(
     ``UnknownToolError`` and ``LimitExceededError`` (nesting depth).
     """
     chosen = resolve_policy(policy, None)
+    forced = resolve_wire(wire)
 
     def make(observer: abc.ObserverBase[AssistantTurn], _: Fail) -> Stage[Joined]:
-        return _atomic(observer, single_turn, chosen)
+        return _atomic(observer, single_turn, chosen, forced)
 
     return lift(make)
 
 
 def atomic_choices(
-    policy: Policy | PolicyName | None = None,
+    policy: Policy | PolicyName | None = None, *, wire: Wire | None = None
 ) -> Callable[[Observable[Joined]], Observable[tuple[AssistantTurn, ...]]]:
     """Like ``atomic_batch()``, for ``n>1``: one tuple of turns, one per choice, by index."""
     chosen = resolve_policy(policy, None)
+    forced = resolve_wire(wire)
 
     def make(observer: abc.ObserverBase[tuple[AssistantTurn, ...]], _: Fail) -> Stage[Joined]:
-        return _atomic(observer, every_turn, chosen)
+        return _atomic(observer, every_turn, chosen, forced)
 
     return lift(make)
 
 
 def _fused(
-    policy: Policy, emit: Callable[[tuple[AssistantTurn, ...]], Any]
+    policy: Policy, emit: Callable[[tuple[AssistantTurn, ...]], Any], wire: Wire | None
 ) -> Callable[[Observable[Chunk]], Observable[Any]]:
     """The four operators as one stage: the same rules, one subscription, no inner streams."""
 
     def make(observer: abc.ObserverBase[Any], fail: Fail) -> Stage[Chunk]:
-        reader = TurnReader(policy, on_error=fail)
+        reader = TurnReader(policy, wire=wire, on_error=fail)
 
         def on_completed() -> None:
             observer.on_next(emit(reader.close_choices()))
@@ -412,7 +429,10 @@ def _fused(
 
 
 def assemble(
-    policy: Policy | PolicyName | None = None, *, require_finish_reason: bool | None = None
+    policy: Policy | PolicyName | None = None,
+    *,
+    require_finish_reason: bool | None = None,
+    wire: Wire | None = None,
 ) -> Callable[[Observable[Chunk]], Observable[AssistantTurn]]:
     """Fold a chunk stream into exactly one ``AssistantTurn``, or one typed error.
 
@@ -433,18 +453,21 @@ def assemble(
     one copy and one ``json.loads`` per call at the end. Without Rx, use ``Assembler``; for
     ``n>1`` use ``assemble_choices()``.
     """
-    return _fused(resolve_policy(policy, require_finish_reason), single_turn)
+    return _fused(resolve_policy(policy, require_finish_reason), single_turn, resolve_wire(wire))
 
 
 def assemble_choices(
-    policy: Policy | PolicyName | None = None, *, require_finish_reason: bool | None = None
+    policy: Policy | PolicyName | None = None,
+    *,
+    require_finish_reason: bool | None = None,
+    wire: Wire | None = None,
 ) -> Callable[[Observable[Chunk]], Observable[tuple[AssistantTurn, ...]]]:
     """Like ``assemble()`` for ``n>1`` streams: one tuple with a turn per choice, atomically."""
-    return _fused(resolve_policy(policy, require_finish_reason), every_turn)
+    return _fused(resolve_policy(policy, require_finish_reason), every_turn, resolve_wire(wire))
 
 
 def progress(
-    policy: Policy | PolicyName | None = None,
+    policy: Policy | PolicyName | None = None, *, wire: Wire | None = None
 ) -> Callable[[Observable[Chunk]], Observable[ToolCallStarted]]:
     """Emit a ``ToolCallStarted`` on the very chunk that carries a call's name.
 
@@ -461,9 +484,10 @@ def progress(
     first subscriber, and the second sees nothing.
     """
     chosen = resolve_policy(policy, None)
+    forced = resolve_wire(wire)
 
     def make(observer: abc.ObserverBase[ToolCallStarted], _: Fail) -> Stage[Chunk]:
-        feed = TurnReader(chosen, keep_arguments=False).feed
+        feed = TurnReader(chosen, wire=forced, keep_arguments=False).feed
         emit = observer.on_next
 
         def on_next(chunk: Chunk) -> None:
@@ -476,7 +500,10 @@ def progress(
 
 
 def assemble_with_progress(
-    policy: Policy | PolicyName | None = None, *, require_finish_reason: bool | None = None
+    policy: Policy | PolicyName | None = None,
+    *,
+    require_finish_reason: bool | None = None,
+    wire: Wire | None = None,
 ) -> Callable[[Observable[Chunk]], Observable[ToolCallStarted | AssistantTurn]]:
     """Progress and the turn from one subscription: each call's start as it is named, then the turn.
 
@@ -499,9 +526,10 @@ def assemble_with_progress(
     ``assemble()`` plus one event per call.
     """
     chosen = resolve_policy(policy, require_finish_reason)
+    forced = resolve_wire(wire)
 
     def make(observer: abc.ObserverBase[ToolCallStarted | AssistantTurn], _: Fail) -> Stage[Chunk]:
-        reader = TurnReader(chosen)
+        reader = TurnReader(chosen, wire=forced)
         feed = reader.feed
         emit = observer.on_next
 
@@ -522,7 +550,7 @@ CallEvent: TypeAlias = "ToolCallStarted | ToolCallProgress | ToolCallCommitted"
 
 
 def lifecycle(
-    policy: Policy | PolicyName | None = None, *, every: int = 64
+    policy: Policy | PolicyName | None = None, *, every: int = 64, wire: Wire | None = None
 ) -> Callable[[Observable[Chunk]], Observable[CallEvent]]:
     """Per-call events for UIs: started, arguments progress, committed at the finish.
 
@@ -539,6 +567,7 @@ def lifecycle(
     if every < 1:
         raise ValueError("every must be at least 1")
     chosen = resolve_policy(policy, None)
+    forced = resolve_wire(wire)
 
     def make(observer: abc.ObserverBase[CallEvent], _: Fail) -> Stage[Chunk]:
         def on_open(call: Call) -> None:
@@ -564,7 +593,7 @@ def lifecycle(
 
             call.sink = sink
 
-        reader = TurnReader(chosen, on_open=on_open)
+        reader = TurnReader(chosen, wire=forced, on_open=on_open)
         emit = observer.on_next
         # Progress found while reading a chunk follows the chunk's start events.
         pending: list[ToolCallProgress] = []

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._assembler import Call, TurnReader, build_turns, check_finish, single_turn
+from ._close import build_turns, check_finish, single_turn
+from ._core import Call
 from ._errors import ToolCallStreamError
 from ._policy import Policy
+from ._reader import reader as TurnReader
 
 __all__ = ["Lane", "Trace", "draw", "trace"]
 

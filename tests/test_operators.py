@@ -442,7 +442,7 @@ def test_a_failing_group_subscriber_raises_to_the_caller_and_ends_the_stream() -
 
 @pytest.mark.parametrize("report", [False, True], ids=["raising", "reporting"])
 def test_a_stopped_reader_ignores_every_chunk(report: bool) -> None:
-    from rxtoolcalls._assembler import TurnReader
+    from rxtoolcalls._reader import reader as TurnReader
 
     errors: list[Exception] = []
     reader = TurnReader(on_error=errors.append if report else None)
@@ -461,7 +461,7 @@ def test_a_stopped_reader_ignores_every_chunk(report: bool) -> None:
     ids=["malformed", "in-band error"],
 )
 def test_a_reporting_reader_stops_at_its_first_error(bad: dict[str, Any]) -> None:
-    from rxtoolcalls._assembler import TurnReader
+    from rxtoolcalls._reader import reader as TurnReader
 
     errors: list[Exception] = []
     reader = TurnReader(on_error=errors.append)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rxtoolcalls as rt
-from rxtoolcalls import _assembler
+from rxtoolcalls import _core
 from tests.helpers import (
     Chunk,
     args,
@@ -104,7 +104,7 @@ def test_limits_are_exact_whatever_the_fast_path_reserved(
     assembler = rt.Assembler(policy)
     sizes: dict[tuple[int, int], str] = {}
     total = 0
-    with mock.patch.object(_assembler, "_GRANT", grant):
+    with mock.patch.object(_core, "_GRANT", grant):
         for ci, index, piece in steps:
             key = (ci, index)
             chunk = (

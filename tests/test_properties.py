@@ -353,7 +353,7 @@ JUNK = st.text(alphabet='x.eE+-019},]:"\\u a\t', max_size=3)
 
 def _classified_truncated(text: str) -> bool | None:
     """What the assembler says of ``text``: truncated, invalid, or None when it parses."""
-    from rxtoolcalls._assembler import _STRICT, _ends_inside_value
+    from rxtoolcalls._close import _STRICT, _ends_inside_value
 
     try:
         _STRICT.decode(text)

@@ -1,0 +1,706 @@
+"""The wire-neutral rules of assembly, in one place: no Rx, no I/O, no wire's shape.
+
+A wire reader (``rxtoolcalls.wires``) maps its events onto these operations; ``close_choices``
+returns the assembled turns or raises one ``ToolCallStreamError``. What every wire shares:
+
+1. Call slots are keyed by (choice index, the wire's key): Chat Completions ``index``,
+   Responses ``output_index``, Anthropic content-block ``index``. Keys are opaque ints of at
+   most 64 bits; calls are ordered by key at the end.
+2. ``id``, ``type`` and ``name``: the first non-empty value is kept; ``""`` or null means
+   absent; an identical repeat is a no-op (the wire reader refuses a different one).
+3. Argument pieces are strings, appended in arrival order and never parsed before the close.
+   They are provisional where the wire sends a final value (``set_final_arguments``): a
+   final value that extends the pieces (the empty prefix included) completes them; one that
+   contradicts them is a ``MalformedChunkError`` (``Policy.final_arguments_win`` takes it).
+4. Limits (``Limits``) are checked before anything is stored: argument characters per call
+   and per turn, calls, choices, text, identifiers.
+5. A wire that closes each call (Responses items, Anthropic blocks) marks it ``closed``; a
+   call still open at the end was cut off: ``TruncatedToolCallError``, whatever the finish.
+6. The finish is classified once per choice (``_close.check_finish``), every buffer is parsed
+   once (``_close.build_turns``), and everything is computed before anything is returned:
+   all calls of all choices, or one error.
+7. Server-run calls (Anthropic ``server_tool_use``) are parsed like any call but never
+   dispatched: they appear in ``AssistantTurn.items`` only. Free-form calls (Responses
+   ``custom_tool_call``) are never JSON-parsed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from ._close import _where, build_turns, check_finish, every_turn
+from ._errors import (
+    LimitExceededError,
+    MalformedChunkError,
+    UnknownToolError,
+    excerpt,
+)
+from ._policy import DEFAULT, Policy
+from ._types import (
+    AssistantTurn,
+    CallItem,
+    ChoiceEnd,
+    StreamEnd,
+    ToolCallBuffer,
+    ToolCallStarted,
+    Wire,
+)
+
+__all__ = ["Call", "Core", "as_dict", "attr", "extra", "get"]
+
+
+_NO_EVENTS: tuple[ToolCallStarted, ...] = ()
+_NOTHING_KEPT = io.StringIO()
+_ABSENT = object()
+# Characters a call may take on the fast path between two exact limit checks. A grant is
+# reserved from the turn's budget, so the fast path updates one counter per piece.
+_GRANT = 1 << 16
+# Choice index 0 is recognised by identity: CPython keeps one object per small int, so the
+# one test also tells 0 from 0.0 and False (another int object 0 takes the general lookup).
+_ZERO = 0
+# Indices are opaque, but bounded: every message formats them.
+_MIN_INDEX = -(1 << 63)
+_MAX_INDEX = (1 << 63) - 1
+
+
+def _discard(_piece: str) -> None:
+    """Drop an argument piece nobody keeps (progress only, or a group nobody subscribed to)."""
+
+
+class Call:
+    """Mutable state of one tool call while the stream is open."""
+
+    __slots__ = (
+        "announced",
+        "choice_index",
+        "closed",
+        "end",
+        "final",
+        "id",
+        "index",
+        "item_id",
+        "json",
+        "name",
+        "object_payload",
+        "order",
+        "room",
+        "seen",
+        "server",
+        "sink",
+        "text",
+        "type",
+    )
+
+    def __init__(
+        self,
+        choice_index: int,
+        index: int,
+        order: int,
+        id: str | None,
+        type: str | None,
+        name: str | None,
+        keep_arguments: bool,
+    ) -> None:
+        self.choice_index = choice_index
+        self.index = index
+        self.order = order
+        self.id = id
+        self.type = type
+        self.name = name
+        # Characters reserved for the fast path, and the size the call reaches when they
+        # are used up: the size itself is their difference.
+        self.room = 0
+        self.end = 0
+        self.announced = False
+        self.object_payload = False
+        # Set by wires that close each call: False until its close event, None where the
+        # wire has no such event (Chat Completions).
+        self.closed: bool | None = None
+        # A final value that replaced the pieces (``set_final_arguments`` under a policy
+        # that lets the final value win).
+        self.final: str | None = None
+        self.item_id: str | None = None
+        self.server = False
+        self.json = True
+        # What was received so far, kept only when resends must be recognised.
+        self.seen: io.StringIO | None = None
+        # A StringIO appends as fast as list.append but lets each piece go at once: a list
+        # kept ~7.5x the argument bytes alive on 1M 4-character pieces, StringIO 2x.
+        # Readers that route pieces elsewhere (an Rx group) or drop them share one empty
+        # buffer that nothing writes to: thousands of concurrent turns allocate less.
+        self.text = io.StringIO() if keep_arguments else _NOTHING_KEPT
+        # The hot path calls ``sink`` once per piece: the buffer's write by default, a
+        # group's push when an Rx operator routes the pieces to an inner stream.
+        self.sink: Callable[[str], object] = self.text.write if keep_arguments else _discard
+
+    @property
+    def size(self) -> int:
+        """Characters of arguments received so far."""
+        return self.end - self.room
+
+    def buffer(self) -> ToolCallBuffer:
+        """The pieces received so far, joined (one copy, at the end)."""
+        return ToolCallBuffer(
+            self.choice_index,
+            self.index,
+            self.id,
+            self.name,
+            self.type,
+            self.text.getvalue() if self.final is None else self.final,
+            self.order,
+            self.item_id,
+            self.closed,
+            self.server,
+            self.json,
+        )
+
+
+class _Choice:
+    __slots__ = (
+        "calls",
+        "content",
+        "every",
+        "finish_reason",
+        "index",
+        "items",
+        "legacy_arguments",
+        "legacy_name",
+        "outcome",
+        "reasoning",
+        "refusal",
+    )
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        # The call each index routes to now (the latest one, when an index is reused).
+        self.calls: dict[int, Call] = {}
+        self.every: list[Call] = []
+        # Legacy function_call deltas: the name, and the arguments (None: never sent).
+        self.legacy_name: str | None = None
+        self.legacy_arguments: io.StringIO | None = None
+        # Created on the first piece: None means "never sent", unlike "".
+        self.content: io.StringIO | None = None
+        self.refusal: io.StringIO | None = None
+        self.reasoning: io.StringIO | None = None
+        self.finish_reason: str | None = None
+        # The finish in Chat Completions terms, where the wire's own finish_reason differs.
+        self.outcome: str | None = None
+        # The wire's output in order (verbatim items, and calls rendered once built).
+        self.items: tuple[dict[str, Any] | CallItem, ...] = ()
+
+    def end(self) -> ChoiceEnd:
+        return ChoiceEnd(
+            self.index,
+            None if self.content is None else self.content.getvalue(),
+            None if self.refusal is None else self.refusal.getvalue(),
+            None if self.reasoning is None else self.reasoning.getvalue(),
+            self.finish_reason,
+            None
+            if self.legacy_arguments is None and self.legacy_name is None
+            else ToolCallBuffer(
+                self.index,
+                0,
+                None,
+                self.legacy_name,
+                None,
+                "" if self.legacy_arguments is None else self.legacy_arguments.getvalue(),
+            ),
+            self.outcome,
+            self.items,
+        )
+
+
+def attr(obj: object, name: str, default: object = None) -> Any:
+    """Read an attribute of a chunk object; whatever its reading raises is a bad chunk."""
+    try:
+        return getattr(obj, name, default)
+    except Exception as exc:
+        raise MalformedChunkError(
+            f"reading {name!r} of a {type(obj).__name__} raised {type(exc).__name__}"
+        ) from exc
+
+
+def get(obj: object, name: str) -> Any:
+    """Read a field of a dict or an object."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return attr(obj, name)
+
+
+def extra(obj: object, name: str) -> Any:
+    """Read a field that a typed model may hold as an extra (pydantic ``extra="allow"``)."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    extras = attr(obj, "__pydantic_extra__", _ABSENT)
+    if extras is _ABSENT:
+        return attr(obj, name)
+    if isinstance(extras, dict) and name in extras:
+        return extras[name]
+    # A declared field, or nothing: pydantic's own lookup of a missing name is slow.
+    fields = attr(type(obj), "model_fields")
+    return attr(obj, name) if fields is None or name in fields else None
+
+
+def as_dict(value: object) -> dict[str, Any]:
+    """A usage-like value as a dict (a pydantic model is dumped with what was set)."""
+    if type(value) is dict:
+        return value
+    dump = attr(value, "model_dump")
+    if callable(dump):
+        try:
+            dumped = dump(exclude_unset=True)
+        except Exception as exc:
+            raise MalformedChunkError(f"usage.model_dump() raised {type(exc).__name__}") from exc
+        if type(dumped) is dict:
+            return dumped
+    raise MalformedChunkError(f"usage must be an object, got {type(value).__name__}")
+
+
+def _at(call: Call) -> dict[str, Any]:
+    """Where an error about ``call`` happened, for its diagnostics."""
+    return {
+        "choice_index": call.choice_index,
+        "index": call.index,
+        "name": call.name,
+        "received": call.size,
+    }
+
+
+class Core:
+    """The state of one turn being read: call slots, text, limits, finish (rules 1-7).
+
+    A wire reader subclasses it and adds ``feed``. ``on_open`` is called with each new call
+    before its first argument piece; it may replace the call's ``sink``.
+    ``keep_arguments=False`` drops the pieces (progress only). With ``on_error``, ``feed``
+    never raises: it passes the first error there, returns no events, and stops. A stopped
+    reader (``stop()``) ignores every chunk, so an Rx stage can subscribe ``feed`` directly.
+    """
+
+    wire: ClassVar[Wire] = "chat"
+
+    __slots__ = (
+        "_budget",
+        "_calls0",
+        "_choices",
+        "_closed",
+        "_fast",
+        "_keep",
+        "_max_call",
+        "_max_identifier",
+        "_named",
+        "_on_error",
+        "_on_open",
+        "_opened",
+        "_policy",
+        "_resend",
+        "_stopped",
+        "_text_room",
+        "normalizations",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        policy: Policy = DEFAULT,
+        *,
+        on_open: Callable[[Call], None] | None = None,
+        keep_arguments: bool = True,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        self._policy = policy
+        self._choices: dict[int, _Choice] = {}
+        # Choice 0's calls, read directly by the fast path (nearly every stream has one choice).
+        self._calls0: dict[int, Call] = {}
+        self._on_open = on_open
+        self._on_error = on_error
+        self._keep = keep_arguments
+        self._named = 0
+        self._opened = 0
+        self._max_call = policy.limits.max_call_arguments
+        self._budget = policy.limits.max_turn_arguments
+        self._text_room = policy.limits.max_text
+        self._max_identifier = policy.limits.max_identifier
+        # The fast path only counts; recoveries that inspect pieces take the full path.
+        self._fast = not policy.needs_piece_checks
+        self._resend = policy.drop_resent_arguments
+        self._stopped = False
+        self._closed = False
+        self.usage: dict[str, Any] | None = None
+        self.normalizations: dict[str, int] = {}
+
+    def stop(self) -> None:
+        """Ignore every later chunk (the subscription ended)."""
+        self._stopped = True
+        self._fast = False
+
+    # -- feeding -------------------------------------------------------------------------
+
+    def _slow_feed(self, event: object) -> Sequence[ToolCallStarted]:
+        """The full path of a wire's ``feed``: refuse after close, report errors (given one)."""
+        if self._stopped:
+            if self._closed:
+                raise RuntimeError(
+                    "feed() after close(): an Assembler reads one turn; make a new one"
+                )
+            return _NO_EVENTS
+        if self._on_error is None:
+            return self._feed(event)
+        try:
+            return self._feed(event)
+        except Exception as error:  # noqa: BLE001 - reported, never lost
+            self._report(error)
+            return _NO_EVENTS
+
+    def feed(self, event: object) -> Sequence[ToolCallStarted]:
+        """Apply one event; return the calls it named (usually none).
+
+        Raises ``MalformedChunkError`` or ``ProviderError`` (reports them, given ``on_error``).
+        """
+        return self._slow_feed(event)
+
+    def _feed(self, event: object) -> Sequence[ToolCallStarted]:
+        """Apply one event of the wire (each wire reader defines it)."""
+        raise NotImplementedError
+
+    def _report(self, error: Exception) -> None:
+        """Raise ``error``, or stop and pass it to ``on_error``: once, whatever comes later."""
+        on_error = self._on_error
+        if on_error is None:
+            raise error
+        self.stop()
+        on_error(error)
+
+    def _state(self, choice_index: int = 0) -> _Choice:
+        """The state of a choice, made on first use (wires with one choice use choice 0)."""
+        state = self._choices.get(choice_index)
+        if state is None:
+            state = self._choices[choice_index] = _Choice(choice_index)
+            if choice_index == 0:
+                self._calls0 = state.calls
+        return state
+
+    def _write(self, state: _Choice, slot: str, field: str, value: object) -> None:
+        """Append a text piece (content, reasoning, refusal) to its per-choice buffer."""
+        # _charge_text's work, inline: prose streams pass here once per chunk.
+        if type(value) is not str:
+            raise MalformedChunkError(
+                f"choice {state.index}: {field} must be a string, got {type(value).__name__}"
+            )
+        room = self._text_room - len(value)
+        if room < 0:
+            self._charge_text(state, field, value)  # raises
+        self._text_room = room
+        text = value
+        buffer = getattr(state, slot)
+        if buffer is None:
+            buffer = io.StringIO()
+            setattr(state, slot, buffer)
+        buffer.write(text)
+
+    def _charge_text(self, state: _Choice, field: str, value: object) -> str:
+        """Check a text piece's type and take it from ``Limits.max_text``; return it."""
+        if type(value) is not str:
+            raise MalformedChunkError(
+                f"choice {state.index}: {field} must be a string, got {type(value).__name__}"
+            )
+        text = value
+        room = self._text_room - len(text)
+        if room < 0:
+            limit = self._policy.limits.max_text
+            raise LimitExceededError(
+                f"choice {state.index}: {field} passed Limits.max_text ({limit:,} characters "
+                f"of content, refusal and reasoning in one turn); nothing past it was kept",
+                limit="max_text",
+                value=limit,
+                choice_index=state.index,
+            )
+        self._text_room = room
+        return text
+
+    def _open(
+        self,
+        state: _Choice,
+        index: int | None,
+        id: str | None,
+        type_: str | None,
+        name: str | None,
+        *,
+        provisional: bool = False,
+    ) -> Call:
+        """Open a call at ``index`` (``None``: after the highest).
+
+        ``provisional`` keeps its pieces for ``set_final_arguments`` even when the reader
+        keeps no arguments.
+        """
+        limit = self._policy.limits.max_calls
+        if self._opened >= limit:
+            raise LimitExceededError(
+                f"choice {state.index}: more than {limit} tool calls in one turn "
+                f"(Limits.max_calls)",
+                limit="max_calls",
+                value=limit,
+                choice_index=state.index,
+                index=index,
+                name=name,
+            )
+        self._opened += 1
+        if index is None:
+            index = max(state.calls) + 1 if state.calls else 0
+        elif not _MIN_INDEX <= index <= _MAX_INDEX:
+            # Every message formats the index: Python refuses to format ints past 4300 digits.
+            raise MalformedChunkError(
+                f"choice {state.index}: tool call index must fit in 64 bits, got {excerpt(index)}",
+                choice_index=state.index,
+            )
+        call = Call(state.index, index, len(state.every) + 1, id, type_, name, self._keep)
+        self._grant(call, 0)
+        if self._resend or (provisional and not self._keep):
+            call.seen = io.StringIO()
+        state.calls[index] = call
+        state.every.append(call)
+        if self._on_open is not None:
+            self._on_open(call)
+        return call
+
+    def _piece(self, state: _Choice, call: Call, piece: object) -> None:
+        """Store one argument piece: type rules, recoveries, limits, then the sink."""
+        policy = self._policy
+        if not isinstance(piece, str):
+            if policy.object_arguments and isinstance(piece, dict) and call.size == 0:
+                try:
+                    piece = json.dumps(piece, ensure_ascii=False, allow_nan=False)
+                except (TypeError, ValueError, RecursionError) as exc:
+                    # An int past 4300 digits, NaN, a nesting too deep to write.
+                    raise MalformedChunkError(
+                        f"{_where(state.index, call.index, call.name)}: the object arguments "
+                        f"cannot be written as JSON ({type(exc).__name__})",
+                        **_at(call),
+                    ) from exc
+                self._count("object_arguments")
+                call.object_payload = True
+            else:
+                raise MalformedChunkError(
+                    f"{_where(state.index, call.index, call.name)}: arguments must be a JSON "
+                    f"string fragment, got {type(piece).__name__}",
+                    hint=(
+                        "the lenient policy (object_arguments) accepts an object as the only "
+                        "payload"
+                        if isinstance(piece, dict)
+                        else None
+                    ),
+                    **_at(call),
+                )
+        elif call.object_payload and piece:
+            raise MalformedChunkError(
+                f"{_where(state.index, call.index, call.name)}: string argument fragments after "
+                f"an object payload; the two cannot be joined",
+                **_at(call),
+            )
+        if not piece:
+            return
+        if call.final is not None:
+            raise MalformedChunkError(
+                f"{_where(state.index, call.index, call.name)}: argument pieces after the "
+                f"call's final arguments",
+                **_at(call),
+            )
+        seen = call.seen
+        if seen is not None and self._resend and call.size and len(piece) >= call.size:
+            so_far = seen.getvalue()  # only when the piece is as long as everything so far
+            if piece == so_far:
+                self._count("dropped_resent_arguments")
+                return
+            if piece.startswith(so_far):
+                self._count("cumulative_arguments")
+                piece = piece[call.size :]
+        n = len(piece)
+        room = call.room - n
+        if room >= 0:
+            call.room = room
+        else:
+            # Past the grant: give it back, check both limits exactly, reserve the next.
+            size = call.size
+            self._budget += call.room
+            call.room = 0
+            call.end = size
+            if size + n > self._max_call or not self._fits_turn(n):
+                which, value = (
+                    ("max_call_arguments", self._max_call)
+                    if size + n > self._max_call
+                    else ("max_turn_arguments", self._policy.limits.max_turn_arguments)
+                )
+                raise LimitExceededError(
+                    f"{_where(state.index, call.index, call.name)}: the arguments passed "
+                    f"Limits.{which} ({value:,} characters); nothing past it was kept",
+                    limit=which,
+                    value=value,
+                    **_at(call),
+                )
+            self._budget -= n
+            self._grant(call, size + n)
+        if seen is not None:
+            seen.write(piece)
+        call.sink(piece)
+
+    def set_final_arguments(self, call: Call, value: object, source: str) -> None:
+        """Apply a final value of the arguments (rule 3): it completes or replaces the pieces.
+
+        Raises ``MalformedChunkError`` when it contradicts them, unless the policy lets the
+        final value win (counted as ``replaced_provisional_arguments``).
+        """
+        state = self._choices[call.choice_index]
+        if type(value) is not str:
+            raise MalformedChunkError(
+                f"{_where(state.index, call.index, call.name)}: {source} must be a string, "
+                f"got {type(value).__name__}",
+                **_at(call),
+            )
+        if call.final is not None:
+            so_far = call.final
+        elif call.seen is not None:
+            so_far = call.seen.getvalue()
+        elif call.text is not _NOTHING_KEPT:
+            so_far = call.text.getvalue()
+        else:
+            return  # a progress-only reader keeps nothing to compare or complete
+        if value == so_far:
+            return
+        if value.startswith(so_far) and call.final is None:
+            # The usual case where deltas stop short or never came (done-only servers).
+            self._piece(state, call, value[len(so_far) :])
+            return
+        if not self._policy.final_arguments_win:
+            raise MalformedChunkError(
+                f"{_where(state.index, call.index, call.name)}: {source} says the arguments "
+                f"are {excerpt(value)}, but the pieces streamed before say {excerpt(so_far)}",
+                hint="the lenient policy (final_arguments_win) takes the final value",
+                **_at(call),
+            )
+        if len(value) > self._max_call:
+            raise LimitExceededError(
+                f"{_where(state.index, call.index, call.name)}: the final arguments passed "
+                f"Limits.max_call_arguments ({self._max_call:,} characters)",
+                limit="max_call_arguments",
+                value=self._max_call,
+                **_at(call),
+            )
+        self._count("replaced_provisional_arguments")
+        call.final = value
+
+    def _grant(self, call: Call, size: int) -> None:
+        """Reserve the next characters ``call`` (now ``size`` long) may take on the fast path."""
+        grant = min(_GRANT, self._max_call - size, self._budget)
+        self._budget -= grant
+        call.room = grant
+        call.end = size + grant
+
+    def _fits_turn(self, n: int) -> bool:
+        """Whether ``n`` more characters fit the turn; reclaims every grant when short."""
+        if n <= self._budget:
+            return True
+        for call in self._all_calls():
+            self._budget += call.room
+            call.end -= call.room
+            call.room = 0
+        return n <= self._budget
+
+    def _name_known(self, call: Call) -> ToolCallStarted | None:
+        """Check a (possibly partial) name; return the start event once it is final enough."""
+        policy = self._policy
+        if call.server:
+            return None  # run by the provider: never announced, never dispatched
+        name = call.name or ""
+        tools = policy.tools
+        if policy.join_split_names:
+            # A name may still grow until the arguments start: announce it then.
+            if tools is not None and not any(t.startswith(name) for t in tools):
+                raise self._unknown(call)
+            if call.size == 0 and (tools is None or name not in tools):
+                return None
+        elif tools is not None and name not in tools:
+            raise self._unknown(call)
+        if call.announced:
+            return None
+        call.announced = True
+        self._named += 1
+        return ToolCallStarted(call.index, call.id, name, self._named, call.choice_index)
+
+    def _unknown(self, call: Call) -> UnknownToolError:
+        tools = sorted(self._policy.tools or ())
+        return UnknownToolError(
+            f"{_where(call.choice_index, call.index, call.name)}: the model called a tool the "
+            f"request did not declare; declared: {', '.join(tools) or 'none'}",
+            **_at(call),
+        )
+
+    def _count(self, normalization: str) -> None:
+        self.normalizations[normalization] = self.normalizations.get(normalization, 0) + 1
+
+    def _identity(self, state: _Choice, index: object, field: str, value: object) -> str | None:
+        if value is None or value == "":
+            return None
+        if type(value) is not str:
+            raise MalformedChunkError(
+                f"{_where(state.index, index if type(index) is int else None, None)}: "
+                f"{field} must be a string, got {type(value).__name__}"
+            )
+        if len(value) > self._max_identifier:
+            raise self._identifier_too_long(state, index, field)
+        return value
+
+    def _identifier_too_long(self, state: _Choice, index: object, field: str) -> LimitExceededError:
+        limit = self._max_identifier
+        return LimitExceededError(
+            f"{_where(state.index, index if type(index) is int else None, None)}: {field} "
+            f"passed Limits.max_identifier ({limit:,} characters)",
+            limit="max_identifier",
+            value=limit,
+            choice_index=state.index,
+            index=index if type(index) is int else None,
+        )
+
+    # -- reading the state ---------------------------------------------------------------
+
+    def finish_reason(self) -> str | None:
+        """The finish_reason of the lowest choice, once sent (cheap: no copy)."""
+        return self._choices[min(self._choices)].finish_reason if self._choices else None
+
+    def content_size(self) -> int:
+        """Characters of content received so far, over all choices (cheap: no copy)."""
+        return sum(c.content.tell() for c in self._choices.values() if c.content is not None)
+
+    def calls(self) -> list[Call]:
+        """Every call opened so far, ordered by (choice index, index, order of opening)."""
+        return sorted(self._all_calls(), key=lambda c: (c.choice_index, c.index, c.order))
+
+    def _all_calls(self) -> list[Call]:
+        return [call for state in self._choices.values() for call in state.every]
+
+    def end(self) -> StreamEnd:
+        """The per-choice text and finish state, ordered by choice index, and the usage."""
+        self._settle()
+        return StreamEnd(
+            tuple(self._choices[ci].end() for ci in sorted(self._choices)),
+            self.usage,
+            dict(self.normalizations),
+            self.wire,
+        )
+
+    def _settle(self) -> None:
+        """Bring the choices' text and items up to date before ``end`` (a wire's hook)."""
+
+    def close_choices(self) -> tuple[AssistantTurn, ...]:
+        """Return one turn per choice, ordered by choice index, or raise (rule 6).
+
+        Once only: a second call, or ``feed`` after it, raises ``RuntimeError``.
+        """
+        if self._closed:
+            raise RuntimeError("close() was already called: an Assembler reads one turn")
+        self._closed = True
+        self.stop()
+        buffers = [call.buffer() for call in self.calls()]
+        end = check_finish(self.end(), buffers, self._policy)
+        return every_turn(build_turns(buffers, end, self._policy))

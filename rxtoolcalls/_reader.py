@@ -1,0 +1,234 @@
+"""Choosing the wire: one reader per stream, detected from its first identifying event.
+
+``reader(policy, wire=...)`` makes the reader every operator and the ``Assembler`` use. With
+``wire=None`` the first event that identifies a wire decides it: a chunk with ``choices`` is
+Chat Completions, a ``type`` starting with ``response.`` is Responses, an Anthropic event type
+is Anthropic. Events that identify nothing (an in-band ``error`` before anything else) are
+read on their own. Once decided, an event of another wire is a ``MalformedChunkError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import cast, get_args
+
+from ._close import resolve_policy, single_turn
+from ._core import _NO_EVENTS, Call, Core, attr
+from ._policy import DEFAULT, Policy, PolicyName
+from ._types import AssistantTurn, StreamEnd, ToolCallStarted, Wire
+from .wires import anthropic, responses
+from .wires.chat import ChatReader
+
+__all__ = ["Assembler", "detect_wire", "reader", "resolve_wire"]
+
+_WIRES: tuple[str, ...] = get_args(Wire)
+
+
+def resolve_wire(wire: object) -> Wire | None:
+    """``wire`` itself when it names a wire, or ``None``; ``TypeError``/``ValueError`` at once."""
+    if wire is None:
+        return None
+    if not isinstance(wire, str):
+        raise TypeError(
+            f"wire must be one of {', '.join(_WIRES)} or None, got {type(wire).__name__}"
+        )
+    if wire not in _WIRES:
+        shown = wire if len(wire) <= 32 else wire[:32] + "…"
+        raise ValueError(f"no wire is named {shown!r}: use {', '.join(map(repr, _WIRES))} or None")
+    return cast("Wire", wire)
+
+
+def detect_wire(event: object) -> Wire | None:
+    """The wire that ``event`` belongs to, or ``None`` when it could belong to any."""
+    if isinstance(event, dict):
+        if "choices" in event or event.get("object") == "chat.completion.chunk":
+            return "chat"
+        kind = event.get("type")
+    elif event is None or isinstance(event, str | bytes | int | float | list | tuple):
+        return None
+    else:
+        if attr(event, "choices") is not None:
+            return "chat"
+        kind = attr(event, "type")
+    if type(kind) is not str:
+        return None
+    if responses.identifies(kind):
+        return "responses"
+    if anthropic.identifies(kind):
+        return "anthropic"
+    return None
+
+
+def _make(
+    wire: Wire,
+    policy: Policy,
+    on_open: Callable[[Call], None] | None,
+    keep_arguments: bool,
+    on_error: Callable[[Exception], None] | None,
+) -> Core:
+    kind = {
+        "chat": ChatReader,
+        "responses": responses.ResponsesReader,
+        "anthropic": anthropic.AnthropicReader,
+    }[wire]
+    return kind(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
+
+
+class _Detecting(ChatReader):
+    """A Chat reader until the first event says otherwise; then it hands every event on.
+
+    It starts as Chat because that wire's fast path lives in ``feed``, which an Rx stage binds
+    before the first event: a Chat stream pays nothing for detection, another wire one call.
+    """
+
+    __slots__ = ("_delegate", "_parts")
+
+    def __init__(
+        self,
+        policy: Policy = DEFAULT,
+        *,
+        on_open: Callable[[Call], None] | None = None,
+        keep_arguments: bool = True,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        super().__init__(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
+        self._delegate: Core | None = None
+        self._parts = (on_open, keep_arguments)
+
+    def _feed(self, chunk: object) -> Sequence[ToolCallStarted]:
+        event = chunk
+        wire = detect_wire(event)
+        if wire is None:
+            if isinstance(event, str) and event.strip() == "[DONE]":
+                return _NO_EVENTS
+            if isinstance(event, dict) and event.get("type") == "error":
+                self._raise_provider_error(event)
+            return ChatReader._feed(self, event)
+        if wire == "chat":
+            # Decided: from now on the Chat rules alone, with no detection per event.
+            self.__class__ = _Chat
+            return ChatReader._feed(self, event)
+        # Errors of the delegate reach this reader's own reporting (it has no on_error).
+        self._delegate = _make(wire, self._policy, self._parts[0], self._parts[1], None)
+        self.__class__ = _Delegating
+        return self._delegate.feed(event)
+
+
+class _Chat(_Detecting):
+    __slots__ = ()
+    # The Chat rules themselves (no call in between): the slow path of prose chunks.
+    _feed = ChatReader._feed
+
+
+class _Delegating(_Detecting):
+    """Hands every event and every question to the reader of the detected wire."""
+
+    __slots__ = ()
+    _delegate: Core
+
+    def _feed(self, chunk: object) -> Sequence[ToolCallStarted]:
+        return self._delegate.feed(chunk)
+
+    def stop(self) -> None:
+        """Ignore every later event."""
+        super().stop()
+        self._delegate.stop()
+
+    def finish_reason(self) -> str | None:
+        """The wire's finish, once sent."""
+        return self._delegate.finish_reason()
+
+    def content_size(self) -> int:
+        """Characters of content received so far."""
+        return self._delegate.content_size()
+
+    def calls(self) -> list[Call]:
+        """Every call opened so far, ordered by key."""
+        return self._delegate.calls()
+
+    def end(self) -> StreamEnd:
+        """The stream's end, from the wire's reader."""
+        end = self._delegate.end()
+        self.usage = self._delegate.usage
+        return end
+
+    def close_choices(self) -> tuple[AssistantTurn, ...]:
+        """The turns, from the wire's reader (once only)."""
+        if self._closed:
+            raise RuntimeError("close() was already called: an Assembler reads one turn")
+        self._closed = True
+        self.stop()
+        return self._delegate.close_choices()
+
+
+def reader(
+    policy: Policy = DEFAULT,
+    *,
+    wire: Wire | None = None,
+    on_open: Callable[[Call], None] | None = None,
+    keep_arguments: bool = True,
+    on_error: Callable[[Exception], None] | None = None,
+) -> Core:
+    """A reader for one stream: of ``wire``, or of the wire its first identifying event shows."""
+    if wire is None:
+        return _Detecting(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
+    return _make(wire, policy, on_open, keep_arguments, on_error)
+
+
+class Assembler:
+    """Sans-IO assembler: ``feed`` events, then ``close`` for the turn or one typed error.
+
+    >>> a = Assembler()
+    >>> a.feed({"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": "stop"}]})
+    ()
+    >>> a.close().content
+    'Hi'
+
+    ``feed(event)`` applies one event (a Chat chunk, a Responses or an Anthropic event, as a
+    dict or an SDK object) and returns a ``ToolCallStarted`` for every call it named. The
+    wire is detected from the first event that identifies it, or forced with ``wire=``.
+    Cost: O(1) per fragment, one copy and one ``json.loads`` per call at ``close``.
+    """
+
+    __slots__ = ("_reader", "feed")
+
+    def __init__(
+        self,
+        policy: Policy | PolicyName | None = None,
+        *,
+        require_finish_reason: bool | None = None,
+        wire: Wire | None = None,
+    ) -> None:
+        self._reader = reader(
+            resolve_policy(policy, require_finish_reason), wire=resolve_wire(wire)
+        )
+        # The reader's own method: no extra call per event.
+        self.feed: Callable[[object], Sequence[ToolCallStarted]] = self._reader.feed
+
+    @property
+    def wire(self) -> Wire | None:
+        """The stream's wire, once an event has shown it (or as forced)."""
+        found = self._reader
+        if type(found) is _Detecting:
+            return None
+        if isinstance(found, _Delegating):
+            return found._delegate.wire
+        return found.wire
+
+    @property
+    def normalizations(self) -> dict[str, int]:
+        """The recoveries the policy applied so far, by name."""
+        found = self._reader
+        return dict((found._delegate if isinstance(found, _Delegating) else found).normalizations)
+
+    def calls(self) -> list[Call]:
+        """Every call opened so far, ordered by (choice index, key, order of opening)."""
+        return self._reader.calls()
+
+    def close_choices(self) -> tuple[AssistantTurn, ...]:
+        """Return one turn per choice, ordered by choice index, or raise (once only)."""
+        return self._reader.close_choices()
+
+    def close(self) -> AssistantTurn:
+        """Return the turn of a single-choice stream, or raise."""
+        return single_turn(self.close_choices())

@@ -1,0 +1,342 @@
+"""The Anthropic Messages wire: ``message_start`` … ``message_stop`` events onto the core.
+
+Rules (``AnthropicReader.feed``):
+
+1. An event is a dict (the SSE ``data``, parsed) or an anthropic SDK ``RawMessageStreamEvent``;
+   dispatch is on ``data["type"]``, never on the SSE event name. ``ping`` may come anywhere,
+   even between two deltas of one block; unknown event and delta types are ignored.
+2. Blocks are keyed by their ``index``. A second start at one index, or a delta or stop for an
+   index never started, is a ``MalformedChunkError``.
+3. A ``tool_use`` block is a call: ``id`` (``toolu_…``) and ``name`` come with its start; the
+   ``input: {}`` there is a placeholder. The input is the ``input_json_delta.partial_json``
+   pieces joined; none at all is ``{}`` (an input sent whole in the start is taken as it is).
+4. ``server_tool_use`` and ``mcp_tool_use`` stream their input the same way but are run by
+   the server: parsed, kept in ``items`` with their result blocks, never dispatched.
+5. ``thinking`` (with its ``signature``) and ``redacted_thinking`` are kept verbatim in
+   ``items``; thinking text is also ``reasoning``. Text blocks become ``content``; their
+   ``citations`` are kept.
+6. Stop reasons are the turn's ``finish_reason``: ``tool_use``, ``end_turn``,
+   ``stop_sequence``, ``pause_turn`` (``needs_continuation``) and ``compaction`` emit;
+   ``max_tokens`` and ``model_context_window_exceeded`` are a token ceiling (a call in the
+   turn makes it a ``TruncatedToolCallError``); ``refusal`` is a ``ContentFilteredError``. A
+   tool block without ``content_block_stop`` is a ``TruncatedToolCallError``, whatever the stop
+   reason says.
+7. ``error`` (``overloaded_error``, ``api_error``, ``rate_limit_error`` …) is a
+   ``ProviderError`` with ``retryable``; an end without ``message_stop`` is a
+   ``StreamInterruptedError``; an event after it is a ``MalformedChunkError``.
+8. An event of another wire (``choices``, a ``response.*`` type) is a ``MalformedChunkError``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._core import _NO_EVENTS, Call, Core, as_dict, attr
+from .._errors import MalformedChunkError, excerpt, provider_error
+from .._policy import DEFAULT, Policy
+from .._types import CallItem, ToolCall, ToolCallStarted
+
+__all__ = ["AnthropicReader", "identifies"]
+
+_TYPES = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+    }
+)
+_SERVER_CALLS = frozenset({"server_tool_use", "mcp_tool_use"})
+# Stop reasons in Chat Completions terms, for the core's finish rules.
+_OUTCOMES = {
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+
+
+def identifies(kind: str) -> bool:
+    """Whether an event ``type`` belongs to this wire alone."""
+    return kind in _TYPES
+
+
+def _event(event: object) -> dict[str, Any]:
+    if type(event) is dict:
+        return event
+    if event is None or isinstance(event, str | bytes | int | float | list | tuple):
+        raise MalformedChunkError(
+            f"an Anthropic event must be an object, got {type(event).__name__}"
+        )
+    dump = attr(event, "model_dump")
+    if not callable(dump):
+        raise MalformedChunkError(
+            f"an Anthropic event must be a dict or an SDK event, got {type(event).__name__}"
+        )
+    try:
+        dumped = dump(mode="json", exclude_unset=True)
+    except Exception as exc:
+        raise MalformedChunkError(f"{type(event).__name__}.model_dump() raised") from exc
+    if type(dumped) is not dict:
+        raise MalformedChunkError(f"{type(event).__name__}.model_dump() gave no object")
+    return dumped
+
+
+def _render_call(block: dict[str, Any]) -> Callable[[ToolCall], dict[str, Any]]:
+    def render(call: ToolCall) -> dict[str, Any]:
+        return {**block, "input": call.parsed_arguments}
+
+    return render
+
+
+class AnthropicReader(Core):
+    """Reads Anthropic Messages events (rules 1-8)."""
+
+    __slots__ = ("_blocks", "_ended", "_extra", "_open_blocks", "_texts")
+
+    wire = "anthropic"
+
+    def __init__(
+        self,
+        policy: Policy = DEFAULT,
+        *,
+        on_open: Callable[[Call], None] | None = None,
+        keep_arguments: bool = True,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        super().__init__(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
+        self._state(0)
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._open_blocks: set[int] = set()
+        # Text of text and thinking blocks, and their signature and citations.
+        self._texts: dict[int, io.StringIO] = {}
+        self._extra: dict[int, dict[str, Any]] = {}
+        self._ended = False
+
+    def feed(self, event: object) -> Sequence[ToolCallStarted]:
+        """Apply one event; return the calls it named (usually none)."""
+        # Fast path, an input piece of an open tool block: the bulk of a tool call.
+        if self._fast:
+            call = None
+            try:
+                if type(event) is dict:
+                    delta = event["delta"]
+                    if (
+                        event["type"] == "content_block_delta"
+                        and delta["type"] == "input_json_delta"
+                    ):
+                        piece = delta["partial_json"]
+                        call = self._calls0[event["index"]]
+                elif event.type == "content_block_delta":  # type: ignore[attr-defined]
+                    delta = event.delta  # type: ignore[attr-defined]
+                    if delta.type == "input_json_delta":
+                        piece = delta.partial_json
+                        call = self._calls0[event.index]  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - the full path reads it again and reports
+                pass
+            if call is not None and type(piece) is str and call.closed is False:
+                room = call.room - len(piece)
+                if room >= 0:
+                    call.room = room
+                    if call.seen is not None:
+                        call.seen.write(piece)
+                    try:
+                        call.sink(piece)
+                    except Exception as error:  # noqa: BLE001 - raised or reported
+                        self._report(error)
+                    return _NO_EVENTS
+        return self._slow_feed(event)
+
+    def _feed(self, event: object) -> Sequence[ToolCallStarted]:
+        if isinstance(event, str) and event.strip() == "[DONE]":
+            return _NO_EVENTS
+        data = _event(event)
+        kind = data.get("type")
+        if kind == "error":
+            error = data.get("error")
+            source = error if isinstance(error, dict) else data
+            code = source.get("type") if source.get("type") != "error" else None
+            raise provider_error(source.get("message") or source, code, data)
+        if type(kind) is not str or kind not in _TYPES:
+            raise MalformedChunkError(
+                f"a {excerpt(kind, 60) if type(kind) is str else 'typeless'} event in an "
+                f"Anthropic stream: one stream speaks one wire"
+                if "choices" in data or (type(kind) is str and kind.startswith("response."))
+                else f"an Anthropic event of unknown type {excerpt(kind, 60)}",
+            )
+        if self._ended:
+            raise MalformedChunkError(f"a {kind} event after message_stop: the message had ended")
+        if kind == "ping":
+            return _NO_EVENTS
+        if kind == "content_block_delta":
+            self._delta(data)
+            return _NO_EVENTS
+        if kind == "content_block_start":
+            return self._start(data)
+        if kind == "content_block_stop":
+            self._stop(data)
+        elif kind == "message_start":
+            message = data.get("message")
+            usage = message.get("usage") if isinstance(message, dict) else None
+            if usage is not None:
+                self.usage = as_dict(usage)
+        elif kind == "message_delta":
+            self._message_delta(data)
+        else:  # message_stop
+            self._ended = True
+            state = self._choices[0]
+            if state.finish_reason is not None:
+                state.outcome = _OUTCOMES.get(state.finish_reason, "stop")
+        return _NO_EVENTS
+
+    def _index(self, data: dict[str, Any]) -> int:
+        index = data.get("index")
+        if type(index) is not int or not -(1 << 63) <= index < 1 << 63:
+            raise MalformedChunkError(
+                f"{data.get('type')}: index must be an int of at most 64 bits, got {excerpt(index)}"
+            )
+        return index
+
+    def _start(self, data: dict[str, Any]) -> Sequence[ToolCallStarted]:
+        index = self._index(data)
+        block = data.get("content_block")
+        if not isinstance(block, dict):
+            raise MalformedChunkError(
+                f"content_block_start {index}: content_block must be an object", index=index
+            )
+        if index in self._blocks:
+            raise MalformedChunkError(
+                f"content_block_start for index {index}, which was already started", index=index
+            )
+        self._blocks[index] = block
+        self._open_blocks.add(index)
+        kind = block.get("type")
+        if kind != "tool_use" and kind not in _SERVER_CALLS:
+            return _NO_EVENTS
+        state = self._choices[0]
+        call = self._open(
+            state,
+            index,
+            self._identity(state, index, "id", block.get("id")),
+            "function",
+            self._identity(state, index, "name", block.get("name")),
+            provisional=True,
+        )
+        call.closed = False
+        call.server = kind in _SERVER_CALLS
+        started = self._name_known(call) if call.name is not None else None
+        return _NO_EVENTS if started is None else (started,)
+
+    def _block(self, data: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        index = self._index(data)
+        block = self._blocks.get(index)
+        if block is None:
+            raise MalformedChunkError(
+                f"{data.get('type')} for index {index}, where no block was started",
+                index=index,
+            )
+        if index not in self._open_blocks:
+            raise MalformedChunkError(
+                f"{data.get('type')} for index {index}, whose block had stopped", index=index
+            )
+        return index, block
+
+    def _delta(self, data: dict[str, Any]) -> None:
+        index, block = self._block(data)
+        delta = data.get("delta")
+        if not isinstance(delta, dict):
+            raise MalformedChunkError(f"content_block_delta {index}: delta must be an object")
+        kind = delta.get("type")
+        state = self._choices[0]
+        call = self._calls0.get(index)
+        if kind == "input_json_delta":
+            if call is None:
+                raise MalformedChunkError(
+                    f"input_json_delta for block {index}, a {excerpt(block.get('type'), 40)} "
+                    f"block: only tool blocks take input",
+                    index=index,
+                )
+            self._piece(state, call, delta.get("partial_json"))
+        elif kind == "text_delta" or kind == "thinking_delta":
+            field = "text" if kind == "text_delta" else "thinking"
+            if block.get("type") != field:
+                raise MalformedChunkError(
+                    f"{kind} for block {index}, a {excerpt(block.get('type'), 40)} block",
+                    index=index,
+                )
+            value = delta.get(field)
+            self._write(state, "content" if field == "text" else "reasoning", kind, value)
+            assert isinstance(value, str)  # _write refused anything else
+            text = self._texts.get(index)
+            if text is None:
+                text = self._texts[index] = io.StringIO()
+            text.write(value)
+        elif kind == "signature_delta":
+            signature = self._charge_text(state, kind, delta.get("signature"))
+            extra = self._extra.setdefault(index, {})
+            extra["signature"] = extra.get("signature", "") + signature
+        elif kind == "citations_delta":
+            extra = self._extra.setdefault(index, {})
+            extra.setdefault("citations", []).append(delta.get("citation"))
+
+    def _stop(self, data: dict[str, Any]) -> None:
+        index, block = self._block(data)
+        self._open_blocks.discard(index)
+        call = self._calls0.get(index)
+        if call is None:
+            return
+        if call.size == 0 and call.final is None:
+            # No input pieces: a tool without parameters sends only "" (or nothing), or a
+            # proxy put the whole input in the start event.
+            given = block.get("input")
+            whole = json.dumps(given) if isinstance(given, dict) and given else "{}"
+            self.set_final_arguments(call, whole, "the tool block's input")
+        call.closed = True
+
+    def _message_delta(self, data: dict[str, Any]) -> None:
+        delta = data.get("delta")
+        state = self._choices[0]
+        if isinstance(delta, dict):
+            reason = self._identity(state, None, "stop_reason", delta.get("stop_reason"))
+            if reason is not None:
+                if state.finish_reason is not None and state.finish_reason != reason:
+                    raise MalformedChunkError(
+                        f"stop_reason {excerpt(reason)} after {excerpt(state.finish_reason)}"
+                    )
+                state.finish_reason = reason
+        usage = data.get("usage")
+        if usage is not None:
+            # Cumulative counts: the newest value of each wins, the input counts stay.
+            self.usage = {**(self.usage or {}), **as_dict(usage)}
+
+    def _settle(self) -> None:
+        items: list[dict[str, Any] | CallItem] = []
+        for index in sorted(self._blocks):
+            block = dict(self._blocks[index])
+            kind = block.get("type")
+            if index in self._calls0:
+                items.append(CallItem(index, _render_call(block)))
+                continue
+            text = self._texts.get(index)
+            if kind == "text":
+                block["text"] = (block.get("text") or "") + (
+                    "" if text is None else text.getvalue()
+                )
+            elif kind == "thinking":
+                block["thinking"] = (block.get("thinking") or "") + (
+                    "" if text is None else text.getvalue()
+                )
+            extra = self._extra.get(index)
+            if extra:
+                if "signature" in extra:
+                    block["signature"] = (block.get("signature") or "") + extra["signature"]
+                if "citations" in extra:
+                    block["citations"] = [*(block.get("citations") or []), *extra["citations"]]
+            items.append(block)
+        self._choices[0].items = tuple(items)

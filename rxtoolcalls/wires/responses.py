@@ -1,0 +1,396 @@
+"""The OpenAI Responses wire: ``response.*`` events onto the core.
+
+Rules (``ResponsesReader.feed``):
+
+1. An event is a dict (the SSE ``data``, parsed) or an openai SDK ``ResponseStreamEvent``;
+   dispatch is on ``data["type"]``, never on the SSE event name. ``obfuscation`` and unknown
+   event types are ignored; a ``[DONE]`` line is tolerated.
+2. Calls are keyed by ``output_index``. The item id (``fc_…``) is kept for diagnostics only:
+   proxies rotate it on every event. A ``function_call`` (or ``custom_tool_call``) opens at
+   ``response.output_item.added`` with its ``call_id`` (the call's ``id``) and ``name``; a
+   second item at one index, or a delta for an index never opened, is a
+   ``MalformedChunkError``.
+3. Argument deltas are provisional: ``function_call_arguments.done``, then the item of
+   ``output_item.done``, then ``response.completed``'s ``output[i]`` each give the final value
+   (the core's ``set_final_arguments``). ``custom_tool_call`` input is free-form text.
+4. A call is closed by its ``output_item.done`` (or its place in the terminal event's
+   ``output``) with ``status`` ``completed``; ``in_progress`` or ``incomplete`` leaves it
+   open, which the close reports as a ``TruncatedToolCallError``.
+5. Endings: ``response.completed`` emits (finish ``completed``); ``response.incomplete``
+   keeps its reason as the finish (``max_output_tokens`` is a token ceiling, ``content_filter``
+   a filter); ``error`` (nested or flat) and ``response.failed`` are a ``ProviderError``; no
+   terminal event is a ``StreamInterruptedError``; an event after the terminal one is a
+   ``MalformedChunkError``.
+6. Text: ``output_text`` deltas become ``content`` in output order, refusal deltas
+   ``refusal``, reasoning summary and reasoning text ``reasoning``. Every item (reasoning
+   with ``encrypted_content``, server calls, messages) is kept verbatim in ``items``.
+7. An event of another wire (``choices``, an Anthropic type) is a ``MalformedChunkError``.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._core import _NO_EVENTS, Call, Core, _at, as_dict, attr
+from .._errors import MalformedChunkError, ProviderError, excerpt, provider_error
+from .._policy import DEFAULT, Policy
+from .._types import CallItem, ToolCall, ToolCallStarted
+
+__all__ = ["ResponsesReader", "identifies"]
+
+_DELTA = "response.function_call_arguments.delta"
+# Item types whose calls the client runs; everything else is kept verbatim and never run.
+_CALLS = {"function_call": "function", "custom_tool_call": "custom"}
+_INCOMPLETE = ("in_progress", "incomplete")
+
+
+def identifies(kind: str) -> bool:
+    """Whether an event ``type`` belongs to this wire alone."""
+    return kind.startswith("response.")
+
+
+def _event(event: object) -> dict[str, Any]:
+    """An SDK event as the dict of what was sent (dicts pass as they are)."""
+    if type(event) is dict:
+        return event
+    if event is None or isinstance(event, str | bytes | int | float | list | tuple):
+        raise MalformedChunkError(
+            f"a Responses event must be an object, got {type(event).__name__}"
+        )
+    dump = attr(event, "model_dump")
+    if not callable(dump):
+        raise MalformedChunkError(
+            f"a Responses event must be a dict or an SDK event, got {type(event).__name__}"
+        )
+    try:
+        dumped = dump(mode="json", exclude_unset=True)
+    except Exception as exc:
+        raise MalformedChunkError(f"{type(event).__name__}.model_dump() raised") from exc
+    if type(dumped) is not dict:
+        raise MalformedChunkError(f"{type(event).__name__}.model_dump() gave no object")
+    return dumped
+
+
+def _render_call(item: dict[str, Any], field: str) -> Callable[[ToolCall], dict[str, Any]]:
+    def render(call: ToolCall) -> dict[str, Any]:
+        # The item as sent (namespace, status, ids), with the arguments as assembled.
+        return {**item, field: call.arguments}
+
+    return render
+
+
+class ResponsesReader(Core):
+    """Reads Responses API events (rules 1-7)."""
+
+    __slots__ = ("_ended", "_items", "_text")
+
+    wire = "responses"
+
+    def __init__(
+        self,
+        policy: Policy = DEFAULT,
+        *,
+        on_open: Callable[[Call], None] | None = None,
+        keep_arguments: bool = True,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        super().__init__(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
+        self._state(0)
+        # The latest form of each output item, by output_index.
+        self._items: dict[int, dict[str, Any]] = {}
+        # Text by (output_index, part, what): output text, refusal, reasoning; joined in
+        # output order.
+        self._text: dict[tuple[int, int, str], io.StringIO] = {}
+        self._ended: str | None = None
+
+    def feed(self, event: object) -> Sequence[ToolCallStarted]:
+        """Apply one event; return the calls it named (usually none)."""
+        # Fast path, an argument delta of an open function call: the bulk of a stream.
+        if self._fast and type(event) is dict:
+            try:
+                if event["type"] == _DELTA:
+                    piece = event["delta"]
+                    call = self._calls0[event["output_index"]]
+                    if type(piece) is str and call.final is None and call.json:
+                        room = call.room - len(piece)
+                        if room >= 0:
+                            call.room = room
+                            if call.seen is not None:
+                                call.seen.write(piece)
+                            try:
+                                call.sink(piece)
+                            except Exception as error:  # noqa: BLE001 - raised or reported
+                                self._report(error)
+                            return _NO_EVENTS
+            except Exception:  # noqa: BLE001 - the full path reads it again and reports
+                pass
+        return self._slow_feed(event)
+
+    # -- events ------------------------------------------------------------------------
+
+    def _feed(self, event: object) -> Sequence[ToolCallStarted]:
+        if isinstance(event, str) and event.strip() == "[DONE]":
+            return _NO_EVENTS
+        data = _event(event)
+        kind = data.get("type")
+        if type(kind) is not str:
+            raise MalformedChunkError(
+                "a Responses event without a type"
+                + (": one stream speaks one wire" if "choices" in data else ""),
+                hint="Chat Completions chunks go with wire='chat'" if "choices" in data else None,
+            )
+        if kind == "error":
+            _raise_error(data)
+        if not kind.startswith("response."):
+            raise MalformedChunkError(
+                f"a {excerpt(kind, 60)} event in a Responses stream: one stream speaks one wire"
+            )
+        if self._ended is not None:
+            raise MalformedChunkError(
+                f"a {excerpt(kind, 60)} event after {self._ended}: the response had ended"
+            )
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            return _NO_EVENTS  # events this wire adds later, and server tools' progress
+        return handler(self, data)
+
+    def _index(self, data: dict[str, Any]) -> int:
+        index = data.get("output_index")
+        if type(index) is not int or not -(1 << 63) <= index < 1 << 63:
+            raise MalformedChunkError(
+                f"{excerpt(data.get('type'), 60)}: output_index must be an int of at most 64 "
+                f"bits, got {excerpt(index)}"
+            )
+        return index
+
+    def _call(self, data: dict[str, Any], kind: str) -> Call:
+        index = self._index(data)
+        call = self._calls0.get(index)
+        if call is None:
+            raise MalformedChunkError(
+                f"{excerpt(data.get('type'), 60)} for output_index {index}, where no "
+                f"{kind} was opened (no output_item.added)",
+                index=index,
+            )
+        if (call.json and kind != "function_call") or (not call.json and kind == "function_call"):
+            raise MalformedChunkError(
+                f"{excerpt(data.get('type'), 60)} for output_index {index}, which holds "
+                f"another kind of item",
+                **_at(call),
+            )
+        return call
+
+    def _added(self, data: dict[str, Any]) -> Sequence[ToolCallStarted]:
+        index = self._index(data)
+        item = _item(data.get("item"), "output_item.added")
+        if index in self._items:
+            raise MalformedChunkError(
+                f"output_item.added for output_index {index}, which already holds an item: "
+                f"two items cannot share an index",
+                index=index,
+            )
+        self._items[index] = item
+        kind = item.get("type")
+        if kind not in _CALLS:
+            return _NO_EVENTS
+        state = self._choices[0]
+        call = self._open(
+            state,
+            index,
+            self._identity(state, index, "call_id", item.get("call_id")),
+            _CALLS[kind],
+            self._identity(state, index, "name", item.get("name")),
+            provisional=True,
+        )
+        call.closed = False
+        call.json = kind == "function_call"
+        call.item_id = self._identity(state, index, "id", item.get("id"))
+        field = "arguments" if call.json else "input"
+        first = item.get(field)
+        if first:
+            self._piece(state, call, first)
+        started = self._name_known(call) if call.name is not None else None
+        return _NO_EVENTS if started is None else (started,)
+
+    def _delta(self, data: dict[str, Any]) -> Sequence[ToolCallStarted]:
+        call = self._call(data, "function_call")
+        self._piece(self._choices[0], call, data.get("delta"))
+        return _NO_EVENTS
+
+    def _custom_delta(self, data: dict[str, Any]) -> Sequence[ToolCallStarted]:
+        call = self._call(data, "custom_tool_call")
+        self._piece(self._choices[0], call, data.get("delta"))
+        return _NO_EVENTS
+
+    def _arguments_done(self, data: dict[str, Any]) -> Sequence[ToolCallStarted]:
+        call = self._call(data, "function_call")
+        self.set_final_arguments(call, data.get("arguments"), "function_call_arguments.done")
+        return _NO_EVENTS
+
+    def _custom_done(self, data: dict[str, Any]) -> Sequence[ToolCallStarted]:
+        call = self._call(data, "custom_tool_call")
+        self.set_final_arguments(call, data.get("input"), "custom_tool_call_input.done")
+        return _NO_EVENTS
+
+    def _item_done(self, data: dict[str, Any]) -> Sequence[ToolCallStarted]:
+        index = self._index(data)
+        item = _item(data.get("item"), "output_item.done")
+        started = self._final_item(index, item, "output_item.done")
+        return _NO_EVENTS if started is None else (started,)
+
+    def _final_item(self, index: int, item: dict[str, Any], source: str) -> ToolCallStarted | None:
+        """Apply an item in its final form: it replaces what came before and closes a call."""
+        before = self._items.get(index)
+        self._items[index] = item
+        kind = item.get("type")
+        call = self._calls0.get(index)
+        if kind not in _CALLS:
+            if call is not None or (before is not None and before.get("type") != kind):
+                raise MalformedChunkError(
+                    f"{source} at output_index {index} is a {excerpt(kind, 40)} item, where a "
+                    f"{excerpt((before or {}).get('type'), 40)} item was opened",
+                    index=index,
+                )
+            return None
+        state = self._choices[0]
+        started: ToolCallStarted | None = None
+        if call is None:
+            # Never opened (a server that sends only the final output): open it now.
+            self._items.pop(index)
+            started_events = self._added({"output_index": index, "item": {**item, "arguments": ""}})
+            self._items[index] = item
+            started = started_events[0] if started_events else None
+            call = self._calls0[index]
+        if call.json != (kind == "function_call"):
+            raise MalformedChunkError(
+                f"{source} at output_index {index} changes the item's type", **_at(call)
+            )
+        for field, value in (("call_id", item.get("call_id")), ("name", item.get("name"))):
+            value = self._identity(state, index, field, value)
+            known = call.id if field == "call_id" else call.name
+            if value is not None and known is not None and value != known:
+                raise MalformedChunkError(
+                    f"{source} at output_index {index}: {field} {excerpt(value)} differs from "
+                    f"{excerpt(known)} sent when the item opened",
+                    **_at(call),
+                )
+        self.set_final_arguments(
+            call, item.get("arguments" if call.json else "input", ""), f"{source} item"
+        )
+        call.closed = item.get("status", "completed") not in _INCOMPLETE
+        return started
+
+    def _key(self, data: dict[str, Any], what: str) -> tuple[int, int, str]:
+        part = data.get("content_index", data.get("summary_index", 0))
+        return (self._index(data), part if type(part) is int else 0, what)
+
+    def _write_text(self, data: dict[str, Any], what: str, field: str) -> Sequence[ToolCallStarted]:
+        key = self._key(data, what)
+        text = self._charge_text(self._choices[0], excerpt(data.get("type"), 60), data.get(field))
+        buffer = self._text.get(key)
+        if buffer is None:
+            buffer = self._text[key] = io.StringIO()
+        buffer.write(text)
+        return _NO_EVENTS
+
+    def _text_done(self, data: dict[str, Any], what: str, field: str) -> Sequence[ToolCallStarted]:
+        """A final text: it completes deltas that stopped short (done-only servers)."""
+        final = data.get(field)
+        buffer = self._text.get(self._key(data, what))
+        so_far = "" if buffer is None else buffer.getvalue()
+        if type(final) is str and final.startswith(so_far) and len(final) > len(so_far):
+            self._write_text({**data, field: final[len(so_far) :]}, what, field)
+        return _NO_EVENTS
+
+    def _terminal(self, data: dict[str, Any]) -> Sequence[ToolCallStarted]:
+        kind = data["type"]
+        response = data.get("response")
+        if not isinstance(response, dict):
+            raise MalformedChunkError(f"{kind} without a response object")
+        if kind == "response.failed":
+            error = response.get("error")
+            _raise_error(error if isinstance(error, dict) else response, "response.failed: ")
+        self._ended = kind
+        output = response.get("output")
+        started: list[ToolCallStarted] = []
+        if isinstance(output, list):
+            for index, item in enumerate(output):
+                event = self._final_item(index, _item(item, kind + " output"), f"{kind} output")
+                if event is not None:
+                    started.append(event)
+        usage = response.get("usage")
+        if usage is not None:
+            self.usage = as_dict(usage)
+        state = self._choices[0]
+        if kind == "response.completed":
+            state.finish_reason = "completed"
+            state.outcome = "tool_calls" if self._calls0 else "stop"
+        else:
+            details = response.get("incomplete_details")
+            reason = details.get("reason") if isinstance(details, dict) else None
+            reason = self._identity(state, None, "incomplete_details.reason", reason)
+            state.finish_reason = reason or "incomplete"
+            state.outcome = "content_filter" if reason == "content_filter" else "length"
+        return started
+
+    # -- the end -----------------------------------------------------------------------
+
+    def _settle(self) -> None:
+        state = self._choices[0]
+        parts: dict[str, list[str]] = {"content": [], "refusal": [], "reasoning": []}
+        for (_, _, what), buffer in sorted(self._text.items(), key=lambda kv: kv[0]):
+            parts[what].append(buffer.getvalue())
+        for what, pieces in parts.items():
+            if pieces:
+                setattr(state, what, io.StringIO("".join(pieces)))
+        items: list[dict[str, Any] | CallItem] = []
+        for index in sorted(self._items):
+            item = self._items[index]
+            if item.get("type") in _CALLS and index in self._calls0:
+                field = "arguments" if self._calls0[index].json else "input"
+                items.append(CallItem(index, _render_call(item, field)))
+            else:
+                items.append(item)
+        state.items = tuple(items)
+
+    def content_size(self) -> int:
+        """Characters of output text received so far."""
+        return sum(b.tell() for (_, _, what), b in self._text.items() if what == "content")
+
+
+def _item(value: object, source: str) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    raise MalformedChunkError(f"{source}: the item must be an object, got {type(value).__name__}")
+
+
+def _raise_error(data: dict[str, Any], where: str = "") -> None:
+    """The ``ProviderError`` of an ``error`` event (nested or flat) or a failed response."""
+    error = data.get("error")
+    source = error if isinstance(error, dict) else data
+    code = source.get("code")
+    if code is None:
+        code = source.get("type") if source.get("type") != "error" else None
+    raised: ProviderError = provider_error(source.get("message") or source, code, source, where)
+    raise raised
+
+
+_HANDLERS: dict[str, Callable[[ResponsesReader, dict[str, Any]], Sequence[ToolCallStarted]]] = {
+    "response.output_item.added": ResponsesReader._added,
+    "response.function_call_arguments.delta": ResponsesReader._delta,
+    "response.function_call_arguments.done": ResponsesReader._arguments_done,
+    "response.custom_tool_call_input.delta": ResponsesReader._custom_delta,
+    "response.custom_tool_call_input.done": ResponsesReader._custom_done,
+    "response.output_item.done": ResponsesReader._item_done,
+    "response.output_text.delta": lambda r, d: r._write_text(d, "content", "delta"),
+    "response.output_text.done": lambda r, d: r._text_done(d, "content", "text"),
+    "response.refusal.delta": lambda r, d: r._write_text(d, "refusal", "delta"),
+    "response.refusal.done": lambda r, d: r._text_done(d, "refusal", "refusal"),
+    "response.reasoning_summary_text.delta": lambda r, d: r._write_text(d, "reasoning", "delta"),
+    "response.reasoning_text.delta": lambda r, d: r._write_text(d, "reasoning", "delta"),
+    "response.completed": ResponsesReader._terminal,
+    "response.incomplete": ResponsesReader._terminal,
+    "response.failed": ResponsesReader._terminal,
+}
