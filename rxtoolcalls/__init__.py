@@ -23,6 +23,7 @@ from ._types import (
     ToolCallCommitted,
     ToolCallProgress,
     ToolCallStarted,
+    Wire,
     tool_content,
 )
 from .agent import (
@@ -95,6 +96,7 @@ __all__ = [
     "TurnLimitError",
     "TurnRetried",
     "UnknownToolError",
+    "Wire",
     "__version__",
     "agent_loop",
     "assemble",
