@@ -2,7 +2,8 @@
 
 ``check_finish`` (per choice, in index order):
 
-1. No finish: ``StreamInterruptedError``, unless ``require_finish_reason=False``.
+1. No finish: ``StreamInterruptedError``, unless ``require_finish_reason=False`` (Chat only:
+   the other wires always end with a terminal event).
 2. ``length`` (the wire's token ceiling) with a tool call: ``TruncatedToolCallError`` (never
    repaired); with prose only the turn is emitted. ``content_filter``:
    ``ContentFilteredError``. ``error``: ``ProviderError``. ``stop`` and ``tool_calls`` emit
@@ -82,7 +83,8 @@ def check_finish(
     normalizations = dict(end.normalizations)
     for choice in end.choices:
         said = choice.finish_reason
-        reason = said if choice.outcome is None else choice.outcome
+        # Other wires state their finish once the terminal event came; None means it never did.
+        reason = said if end.wire == "chat" else choice.outcome
         where = f"choice {choice.index}: " if choice.index else ""
         mine = [c for c in calls if c.choice_index == choice.index and not c.server]
         if choice.function_call is not None:
@@ -96,16 +98,21 @@ def check_finish(
             "received": None if last is None else len(last.arguments),
         }
         if reason is None:
-            if not policy.require_finish_reason:
+            # The switches are for Chat servers that never send a finish; the other wires
+            # always end with a terminal event, so its absence is a cut connection.
+            if not policy.require_finish_reason and end.wire == "chat":
                 continue
-            if policy.accept_clean_end:
+            if policy.accept_clean_end and end.wire == "chat":
                 # Complete arguments are still required: build_turns parses every buffer.
                 normalizations["accepted_missing_finish"] = (
                     normalizations.get("accepted_missing_finish", 0) + 1
                 )
                 continue
             raise StreamInterruptedError(
-                f"{where}the stream ended without a finish_reason, so the turn may be cut off",
+                f"{where}the stream ended without a finish_reason, so the turn may be cut off"
+                if end.wire == "chat"
+                else f"the {end.wire} stream ended before its terminal event, so the turn may be "
+                f"cut off",
                 hint=f"{RETRY_HINT}; a provider that never sends one needs "
                 f"require_finish_reason=False",
                 **about,

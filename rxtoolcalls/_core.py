@@ -49,7 +49,7 @@ from ._types import (
     Wire,
 )
 
-__all__ = ["Call", "Core", "as_dict", "attr", "extra", "get"]
+__all__ = ["Call", "Core", "as_dict", "attr", "event_dict", "extra", "get"]
 
 
 _NO_EVENTS: tuple[ToolCallStarted, ...] = ()
@@ -141,15 +141,15 @@ class Call:
         """Characters of arguments received so far."""
         return self.end - self.room
 
-    def buffer(self) -> ToolCallBuffer:
-        """The pieces received so far, joined (one copy, at the end)."""
+    def buffer(self, text: io.StringIO | None = None) -> ToolCallBuffer:
+        """The pieces received so far (in ``text``, or kept here), joined once, at the end."""
         return ToolCallBuffer(
             self.choice_index,
             self.index,
             self.id,
             self.name,
             self.type,
-            self.text.getvalue() if self.final is None else self.final,
+            (self.text if text is None else text).getvalue() if self.final is None else self.final,
             self.order,
             self.item_id,
             self.closed,
@@ -257,6 +257,31 @@ def as_dict(value: object) -> dict[str, Any]:
         if type(dumped) is dict:
             return dumped
     raise MalformedChunkError(f"usage must be an object, got {type(value).__name__}")
+
+
+def event_dict(event: object, what: str) -> dict[str, Any]:
+    """An SDK event object as the dict of what was sent (dicts pass as they are).
+
+    ``what`` names the wire's events in messages ("a Responses event").
+    """
+    if type(event) is dict:
+        return event
+    if event is None or isinstance(event, str | bytes | int | float | list | tuple):
+        raise MalformedChunkError(f"{what} must be an object, got {type(event).__name__}")
+    dump = attr(event, "model_dump")
+    if not callable(dump):
+        raise MalformedChunkError(
+            f"{what} must be a dict or an SDK event, got {type(event).__name__}"
+        )
+    try:
+        # An SDK older than the wire parses a new block type into a wrong model and would
+        # warn while writing it back; the extras it kept still hold every field sent.
+        dumped = dump(mode="json", exclude_unset=True, warnings=False)
+    except Exception as exc:
+        raise MalformedChunkError(f"{type(event).__name__}.model_dump() raised") from exc
+    if type(dumped) is not dict:
+        raise MalformedChunkError(f"{type(event).__name__}.model_dump() gave no object")
+    return dumped
 
 
 def _at(call: Call) -> dict[str, Any]:

@@ -274,17 +274,7 @@ def concat_arguments() -> Callable[[Observable[Grouped]], Observable[Joined]]:
             text = io.StringIO()
 
             def done() -> None:
-                observer.on_next(
-                    ToolCallBuffer(
-                        call.choice_index,
-                        call.index,
-                        call.id,
-                        call.name,
-                        call.type,
-                        text.getvalue(),
-                        call.order,
-                    )
-                )
+                observer.on_next(call.buffer(text))
 
             item._collect(text, done)
 

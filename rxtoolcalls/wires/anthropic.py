@@ -34,7 +34,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._core import _NO_EVENTS, Call, Core, as_dict, attr
+from .._core import _NO_EVENTS, Call, Core, as_dict, event_dict
 from .._errors import MalformedChunkError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
 from .._types import CallItem, ToolCall, ToolCallStarted
@@ -65,27 +65,6 @@ _OUTCOMES = {
 def identifies(kind: str) -> bool:
     """Whether an event ``type`` belongs to this wire alone."""
     return kind in _TYPES
-
-
-def _event(event: object) -> dict[str, Any]:
-    if type(event) is dict:
-        return event
-    if event is None or isinstance(event, str | bytes | int | float | list | tuple):
-        raise MalformedChunkError(
-            f"an Anthropic event must be an object, got {type(event).__name__}"
-        )
-    dump = attr(event, "model_dump")
-    if not callable(dump):
-        raise MalformedChunkError(
-            f"an Anthropic event must be a dict or an SDK event, got {type(event).__name__}"
-        )
-    try:
-        dumped = dump(mode="json", exclude_unset=True)
-    except Exception as exc:
-        raise MalformedChunkError(f"{type(event).__name__}.model_dump() raised") from exc
-    if type(dumped) is not dict:
-        raise MalformedChunkError(f"{type(event).__name__}.model_dump() gave no object")
-    return dumped
 
 
 def _render_call(block: dict[str, Any]) -> Callable[[ToolCall], dict[str, Any]]:
@@ -156,7 +135,7 @@ class AnthropicReader(Core):
     def _feed(self, event: object) -> Sequence[ToolCallStarted]:
         if isinstance(event, str) and event.strip() == "[DONE]":
             return _NO_EVENTS
-        data = _event(event)
+        data = event_dict(event, "an Anthropic event")
         kind = data.get("type")
         if kind == "error":
             error = data.get("error")

@@ -33,7 +33,7 @@ import io
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._core import _NO_EVENTS, Call, Core, _at, as_dict, attr
+from .._core import _NO_EVENTS, Call, Core, _at, as_dict, event_dict
 from .._errors import MalformedChunkError, ProviderError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
 from .._types import CallItem, ToolCall, ToolCallStarted
@@ -49,28 +49,6 @@ _INCOMPLETE = ("in_progress", "incomplete")
 def identifies(kind: str) -> bool:
     """Whether an event ``type`` belongs to this wire alone."""
     return kind.startswith("response.")
-
-
-def _event(event: object) -> dict[str, Any]:
-    """An SDK event as the dict of what was sent (dicts pass as they are)."""
-    if type(event) is dict:
-        return event
-    if event is None or isinstance(event, str | bytes | int | float | list | tuple):
-        raise MalformedChunkError(
-            f"a Responses event must be an object, got {type(event).__name__}"
-        )
-    dump = attr(event, "model_dump")
-    if not callable(dump):
-        raise MalformedChunkError(
-            f"a Responses event must be a dict or an SDK event, got {type(event).__name__}"
-        )
-    try:
-        dumped = dump(mode="json", exclude_unset=True)
-    except Exception as exc:
-        raise MalformedChunkError(f"{type(event).__name__}.model_dump() raised") from exc
-    if type(dumped) is not dict:
-        raise MalformedChunkError(f"{type(event).__name__}.model_dump() gave no object")
-    return dumped
 
 
 def _render_call(item: dict[str, Any], field: str) -> Callable[[ToolCall], dict[str, Any]]:
@@ -133,7 +111,7 @@ class ResponsesReader(Core):
     def _feed(self, event: object) -> Sequence[ToolCallStarted]:
         if isinstance(event, str) and event.strip() == "[DONE]":
             return _NO_EVENTS
-        data = _event(event)
+        data = event_dict(event, "a Responses event")
         kind = data.get("type")
         if type(kind) is not str:
             raise MalformedChunkError(

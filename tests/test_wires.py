@@ -1,0 +1,220 @@
+"""Every wire: detection, split invariance of the SSE bytes, SDK event objects, and the peers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import reactivex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rxtoolcalls as rt
+from rxtoolcalls._sse import DONE, SSEDecoder, chunk_from_event
+from tests.helpers import load_fixture, outcome
+from tests.wire_builders import (
+    a_end,
+    a_start,
+    a_tool,
+    load_wire,
+    load_wire_lines,
+    r_call,
+    r_completed,
+    r_created,
+    sse_bytes,
+    wire_fixture_names,
+)
+
+WIRED = [(wire, name) for wire in ("responses", "anthropic") for name in wire_fixture_names(wire)]
+IDS = [f"{wire}/{name}" for wire, name in WIRED]
+
+
+def assemble_events(events: list[Any], **kwargs: Any) -> rt.AssistantTurn:
+    assembler = rt.Assembler(**kwargs)
+    for event in events:
+        assembler.feed(event)
+    return assembler.close()
+
+
+def from_pieces(pieces: list[bytes]) -> rt.AssistantTurn:
+    decoder = SSEDecoder()
+    assembler = rt.Assembler()
+    for piece in pieces:
+        for event in decoder.feed(piece):
+            chunk = chunk_from_event(event)
+            if chunk is DONE:
+                return assembler.close()
+            if chunk is not None:
+                assembler.feed(chunk)
+    return assembler.close()
+
+
+@pytest.mark.parametrize(("wire", "name"), WIRED, ids=IDS)
+def test_the_wire_is_detected_and_every_recording_ends_typed(wire: str, name: str) -> None:
+    events = load_wire(wire, name)
+    result = outcome(assemble_events, events)
+    forced = outcome(assemble_events, events, wire=wire)
+    assert result == forced
+    if isinstance(result, rt.AssistantTurn):
+        assert result.wire == wire
+        assert result.items
+    else:
+        assert issubclass(result[0], rt.ToolCallStreamError)
+    rx = outcome(lambda e: reactivex.from_iterable(e).pipe(rt.assemble()).run(), events)
+    assert rx == result
+
+
+@pytest.mark.parametrize(("wire", "name"), WIRED, ids=IDS)
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_any_split_of_the_sse_bytes_gives_the_same_turn(wire: str, name: str, data: Any) -> None:
+    raw = sse_bytes(load_wire_lines(wire, name))
+    expected = outcome(from_pieces, [raw])
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(raw)), max_size=40))))
+    pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+    assert outcome(from_pieces, pieces) == expected
+
+
+def test_one_byte_at_a_time() -> None:
+    raw = sse_bytes(load_wire_lines("anthropic", "openllmetry__text_then_parallel_tool_use"))
+    turn = from_pieces([raw[i : i + 1] for i in range(len(raw))])
+    assert [c.name for c in turn.tool_calls] == ["get_weather", "get_time"]
+
+
+def test_a_stream_that_mixes_wires_is_malformed() -> None:
+    chat = load_fixture("openai__single_tool_call")
+    responses = [r_created(), *r_call(0, "c", "f", "{}"), r_completed([])]
+    anthropic = [a_start(), *a_tool(0, "toolu_a", "f", "{}"), *a_end()]
+    for first, second in (
+        (chat, responses),
+        (responses, anthropic),
+        (anthropic, chat),
+        (anthropic, responses),
+        (responses, chat),
+        (chat, anthropic),
+    ):
+        mixed = [*first[:3], *second[:3], *first[3:]]
+        with pytest.raises(rt.MalformedChunkError):
+            assemble_events(mixed)
+        with pytest.raises(rt.MalformedChunkError):
+            reactivex.from_iterable(mixed).pipe(rt.assemble()).run()
+
+
+def test_an_error_before_anything_identifies_the_wire() -> None:
+    flat = {"type": "error", "code": "rate_limit_exceeded", "message": "slow down"}
+    with pytest.raises(rt.ProviderError) as caught:
+        assemble_events([flat])
+    assert caught.value.retryable is True
+
+
+def test_assembler_reports_its_wire() -> None:
+    assembler = rt.Assembler()
+    before = assembler.wire
+    assembler.feed(a_start())
+    assert (before, assembler.wire) == (None, "anthropic")
+    assert rt.Assembler(wire="responses").wire == "responses"
+    chat = rt.Assembler()
+    chat.feed(load_fixture("openai__single_tool_call")[0])
+    assert chat.wire == "chat"
+
+
+# -- the SDKs' own event objects --------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", wire_fixture_names("responses"))
+def test_openai_sdk_response_events_assemble_like_dicts(name: str) -> None:
+    from openai._models import construct_type
+    from openai.types.responses import ResponseStreamEvent
+
+    events = load_wire("responses", name)
+    typed = [construct_type(type_=ResponseStreamEvent, value=e) for e in events]
+    assert all(not isinstance(t, dict) for t in typed)
+    assert outcome(assemble_events, typed) == outcome(assemble_events, events)
+
+
+@pytest.mark.parametrize("name", wire_fixture_names("anthropic"))
+def test_anthropic_sdk_events_assemble_like_dicts(name: str) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    from anthropic._models import construct_type
+
+    events = load_wire("anthropic", name)
+    typed = [construct_type(type_=anthropic.types.RawMessageStreamEvent, value=e) for e in events]
+    assert all(not isinstance(t, dict) for t in typed)
+    assert outcome(assemble_events, typed) == outcome(assemble_events, events)
+
+
+# -- the peers, on the streams where they are right --------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [n for n in wire_fixture_names("responses") if "error" not in n],
+)
+def test_differential_against_openai_response_stream_state(name: str) -> None:
+    from openai import omit
+    from openai._models import construct_type
+    from openai.lib.streaming.responses._responses import ResponseStreamState
+    from openai.types.responses import ResponseStreamEvent
+
+    events = load_wire("responses", name)
+    state: Any = ResponseStreamState(input_tools=omit, text_format=omit)
+    for event in events:
+        state.handle_event(construct_type(type_=ResponseStreamEvent, value=event))
+    theirs = [
+        (i, item.call_id, item.name, json.loads(item.arguments))
+        for i, item in enumerate(state._completed_response.output)
+        if item.type == "function_call"
+    ]
+    turn = assemble_events(events)
+    assert [(c.index, c.id, c.name, c.parsed_arguments) for c in turn.tool_calls] == theirs
+    text = "".join(
+        part.text
+        for item in state._completed_response.output
+        if item.type == "message"
+        for part in item.content
+        if part.type == "output_text"
+    )
+    assert (turn.content or "") == text
+
+
+@pytest.mark.parametrize(
+    "name",
+    [n for n in wire_fixture_names("anthropic") if "max_tokens" not in n],
+)
+def test_differential_against_anthropic_accumulate_event(name: str) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    from anthropic._models import construct_type
+    from anthropic.lib.streaming._messages import accumulate_event
+
+    events = load_wire("anthropic", name)
+    snapshot: Any = None
+    buffers: dict[int, bytes] = {}
+    for event in events:
+        typed: Any = construct_type(type_=anthropic.types.RawMessageStreamEvent, value=event)
+        snapshot = accumulate_event(event=typed, current_snapshot=snapshot, json_bufs=buffers)
+    theirs = [
+        (i, b.id, b.name, b.input) for i, b in enumerate(snapshot.content) if b.type == "tool_use"
+    ]
+    turn = assemble_events(events)
+    assert [(c.index, c.id, c.name, c.parsed_arguments) for c in turn.tool_calls] == theirs
+    assert turn.finish_reason == snapshot.stop_reason
+    text = "".join(b.text for b in snapshot.content if b.type == "text")
+    assert (turn.content or "") == text
+
+
+def test_where_the_anthropic_sdk_is_wrong_we_refuse() -> None:
+    """On a max_tokens cut the SDK's accumulator returns a dict with the cut string dropped."""
+    anthropic = pytest.importorskip("anthropic")
+    from anthropic._models import construct_type
+    from anthropic.lib.streaming._messages import accumulate_event
+
+    events = load_wire("anthropic", "anthropic-sdk-python__max_tokens_mid_tool_input")
+    snapshot: Any = None
+    buffers: dict[int, bytes] = {}
+    for event in events:
+        typed: Any = construct_type(type_=anthropic.types.RawMessageStreamEvent, value=event)
+        snapshot = accumulate_event(event=typed, current_snapshot=snapshot, json_bufs=buffers)
+    assert isinstance(snapshot.content[1].input, dict)  # looks valid, is not the model's
+    with pytest.raises(rt.TruncatedToolCallError):
+        assemble_events(events)
