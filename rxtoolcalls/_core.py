@@ -294,17 +294,8 @@ def _at(call: Call) -> dict[str, Any]:
     }
 
 
-class Core:
-    """The state of one turn being read: call slots, text, limits, finish (rules 1-7).
-
-    A wire reader subclasses it and adds ``feed``. ``on_open`` is called with each new call
-    before its first argument piece; it may replace the call's ``sink``.
-    ``keep_arguments=False`` drops the pieces (progress only). With ``on_error``, ``feed``
-    never raises: it passes the first error there, returns no events, and stops. A stopped
-    reader (``stop()``) ignores every chunk, so an Rx stage can subscribe ``feed`` directly.
-    """
-
-    wire: ClassVar[Wire] = "chat"
+class _State:
+    """What a turn holds besides its calls' pieces: choices, text, counts, error reporting."""
 
     __slots__ = (
         "_budget",
@@ -444,6 +435,41 @@ class Core:
             )
         self._text_room = room
         return text
+
+    def _all_calls(self) -> list[Call]:
+        return [call for state in self._choices.values() for call in state.every]
+
+    def _count(self, normalization: str) -> None:
+        self.normalizations[normalization] = self.normalizations.get(normalization, 0) + 1
+
+    def _identity(self, state: _Choice, index: object, field: str, value: object) -> str | None:
+        if value is None or value == "":
+            return None
+        if type(value) is not str:
+            raise MalformedChunkError(
+                f"{_where(state.index, index if type(index) is int else None, None)}: "
+                f"{field} must be a string, got {type(value).__name__}"
+            )
+        if len(value) > self._max_identifier:
+            raise self._identifier_too_long(state, index, field)
+        return value
+
+    def _identifier_too_long(self, state: _Choice, index: object, field: str) -> LimitExceededError:
+        limit = self._max_identifier
+        return LimitExceededError(
+            f"{_where(state.index, index if type(index) is int else None, None)}: {field} "
+            f"passed Limits.max_identifier ({limit:,} characters)",
+            limit="max_identifier",
+            value=limit,
+            choice_index=state.index,
+            index=index if type(index) is int else None,
+        )
+
+
+class _Calls(_State):
+    """Call slots: opening, argument pieces and final values, and the limits they take."""
+
+    __slots__ = ()
 
     def _open(
         self,
@@ -632,6 +658,21 @@ class Core:
             call.room = 0
         return n <= self._budget
 
+
+class Core(_Calls):
+    """The state of one turn being read: call slots, text, limits, finish (rules 1-7).
+
+    A wire reader subclasses it and adds ``feed``. ``on_open`` is called with each new call
+    before its first argument piece; it may replace the call's ``sink``.
+    ``keep_arguments=False`` drops the pieces (progress only). With ``on_error``, ``feed``
+    never raises: it passes the first error there, returns no events, and stops. A stopped
+    reader (``stop()``) ignores every chunk, so an Rx stage can subscribe ``feed`` directly.
+    """
+
+    __slots__ = ()
+
+    wire: ClassVar[Wire] = "chat"
+
     def _name_known(self, call: Call) -> ToolCallStarted | None:
         """Check a (possibly partial) name; return the start event once it is final enough."""
         policy = self._policy
@@ -661,32 +702,6 @@ class Core:
             **_at(call),
         )
 
-    def _count(self, normalization: str) -> None:
-        self.normalizations[normalization] = self.normalizations.get(normalization, 0) + 1
-
-    def _identity(self, state: _Choice, index: object, field: str, value: object) -> str | None:
-        if value is None or value == "":
-            return None
-        if type(value) is not str:
-            raise MalformedChunkError(
-                f"{_where(state.index, index if type(index) is int else None, None)}: "
-                f"{field} must be a string, got {type(value).__name__}"
-            )
-        if len(value) > self._max_identifier:
-            raise self._identifier_too_long(state, index, field)
-        return value
-
-    def _identifier_too_long(self, state: _Choice, index: object, field: str) -> LimitExceededError:
-        limit = self._max_identifier
-        return LimitExceededError(
-            f"{_where(state.index, index if type(index) is int else None, None)}: {field} "
-            f"passed Limits.max_identifier ({limit:,} characters)",
-            limit="max_identifier",
-            value=limit,
-            choice_index=state.index,
-            index=index if type(index) is int else None,
-        )
-
     # -- reading the state ---------------------------------------------------------------
 
     def finish_reason(self) -> str | None:
@@ -700,9 +715,6 @@ class Core:
     def calls(self) -> list[Call]:
         """Every call opened so far, ordered by (choice index, index, order of opening)."""
         return sorted(self._all_calls(), key=lambda c: (c.choice_index, c.index, c.order))
-
-    def _all_calls(self) -> list[Call]:
-        return [call for state in self._choices.values() for call in state.every]
 
     def end(self) -> StreamEnd:
         """The per-choice text and finish state, ordered by choice index, and the usage."""

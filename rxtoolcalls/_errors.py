@@ -113,6 +113,8 @@ _FINAL_TYPES = frozenset(
         "permission_error",
         "not_found_error",
         "invalid_api_key",
+        # Out of credit: sending again fails the same way until the account changes.
+        "insufficient_quota",
     }
 )
 _CONTEXT_WORDS = ("context length", "context_length", "maximum context", "context window")

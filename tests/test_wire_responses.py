@@ -108,6 +108,7 @@ def test_error_then_response_failed_is_a_provider_error() -> None:
     with pytest.raises(rt.ProviderError) as caught:
         turn_of(load_wire("responses", "vercel-ai__error_then_response_failed"))
     assert caught.value.code == "insufficient_quota"
+    assert caught.value.retryable is False
     assert "exceeded your current quota" in str(caught.value)
 
 

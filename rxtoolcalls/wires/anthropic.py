@@ -74,12 +74,10 @@ def _render_call(block: dict[str, Any]) -> Callable[[ToolCall], dict[str, Any]]:
     return render
 
 
-class AnthropicReader(Core):
-    """Reads Anthropic Messages events (rules 1-8)."""
+class _Blocks(Core):
+    """Content blocks and the calls among them: start, deltas, stop."""
 
     __slots__ = ("_blocks", "_ended", "_extra", "_open_blocks", "_texts")
-
-    wire = "anthropic"
 
     def __init__(
         self,
@@ -97,82 +95,6 @@ class AnthropicReader(Core):
         self._texts: dict[int, io.StringIO] = {}
         self._extra: dict[int, dict[str, Any]] = {}
         self._ended = False
-
-    def feed(self, event: object) -> Sequence[ToolCallStarted]:
-        """Apply one event; return the calls it named (usually none)."""
-        # Fast path, an input piece of an open tool block: the bulk of a tool call.
-        if self._fast:
-            call = None
-            try:
-                if type(event) is dict:
-                    delta = event["delta"]
-                    if (
-                        event["type"] == "content_block_delta"
-                        and delta["type"] == "input_json_delta"
-                    ):
-                        piece = delta["partial_json"]
-                        call = self._calls0[event["index"]]
-                elif event.type == "content_block_delta":  # type: ignore[attr-defined]
-                    delta = event.delta  # type: ignore[attr-defined]
-                    if delta.type == "input_json_delta":
-                        piece = delta.partial_json
-                        call = self._calls0[event.index]  # type: ignore[attr-defined]
-            except Exception:  # noqa: BLE001 - the full path reads it again and reports
-                pass
-            if call is not None and type(piece) is str and call.closed is False:
-                room = call.room - len(piece)
-                if room >= 0:
-                    call.room = room
-                    if call.seen is not None:
-                        call.seen.write(piece)
-                    try:
-                        call.sink(piece)
-                    except Exception as error:  # noqa: BLE001 - raised or reported
-                        self._report(error)
-                    return _NO_EVENTS
-        return self._slow_feed(event)
-
-    def _feed(self, event: object) -> Sequence[ToolCallStarted]:
-        if isinstance(event, str) and event.strip() == "[DONE]":
-            return _NO_EVENTS
-        data = event_dict(event, "an Anthropic event")
-        kind = data.get("type")
-        if kind == "error":
-            error = data.get("error")
-            source = error if isinstance(error, dict) else data
-            code = source.get("type") if source.get("type") != "error" else None
-            raise provider_error(source.get("message") or source, code, data)
-        if type(kind) is not str or kind not in _TYPES:
-            raise MalformedChunkError(
-                f"a {excerpt(kind, 60) if type(kind) is str else 'typeless'} event in an "
-                f"Anthropic stream: one stream speaks one wire"
-                if "choices" in data or (type(kind) is str and kind.startswith("response."))
-                else f"an Anthropic event of unknown type {excerpt(kind, 60)}",
-            )
-        if self._ended:
-            raise MalformedChunkError(f"a {kind} event after message_stop: the message had ended")
-        if kind == "ping":
-            return _NO_EVENTS
-        if kind == "content_block_delta":
-            self._delta(data)
-            return _NO_EVENTS
-        if kind == "content_block_start":
-            return self._start(data)
-        if kind == "content_block_stop":
-            self._stop(data)
-        elif kind == "message_start":
-            message = data.get("message")
-            usage = message.get("usage") if isinstance(message, dict) else None
-            if usage is not None:
-                self.usage = as_dict(usage)
-        elif kind == "message_delta":
-            self._message_delta(data)
-        else:  # message_stop
-            self._ended = True
-            state = self._choices[0]
-            if state.finish_reason is not None:
-                state.outcome = _OUTCOMES.get(state.finish_reason, "stop")
-        return _NO_EVENTS
 
     def _index(self, data: dict[str, Any]) -> int:
         index = data.get("index")
@@ -277,6 +199,90 @@ class AnthropicReader(Core):
             whole = json.dumps(given) if isinstance(given, dict) and given else "{}"
             self.set_final_arguments(call, whole, "the tool block's input")
         call.closed = True
+
+
+class AnthropicReader(_Blocks):
+    """Reads Anthropic Messages events (rules 1-8)."""
+
+    __slots__ = ()
+
+    wire = "anthropic"
+
+    def feed(self, event: object) -> Sequence[ToolCallStarted]:
+        """Apply one event; return the calls it named (usually none)."""
+        # Fast path, an input piece of an open tool block: the bulk of a tool call.
+        if self._fast:
+            call = None
+            try:
+                if type(event) is dict:
+                    delta = event["delta"]
+                    if (
+                        event["type"] == "content_block_delta"
+                        and delta["type"] == "input_json_delta"
+                    ):
+                        piece = delta["partial_json"]
+                        call = self._calls0[event["index"]]
+                elif event.type == "content_block_delta":  # type: ignore[attr-defined]
+                    delta = event.delta  # type: ignore[attr-defined]
+                    if delta.type == "input_json_delta":
+                        piece = delta.partial_json
+                        call = self._calls0[event.index]  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - the full path reads it again and reports
+                pass
+            if call is not None and type(piece) is str and call.closed is False:
+                room = call.room - len(piece)
+                if room >= 0:
+                    call.room = room
+                    if call.seen is not None:
+                        call.seen.write(piece)
+                    try:
+                        call.sink(piece)
+                    except Exception as error:  # noqa: BLE001 - raised or reported
+                        self._report(error)
+                    return _NO_EVENTS
+        return self._slow_feed(event)
+
+    def _feed(self, event: object) -> Sequence[ToolCallStarted]:
+        if isinstance(event, str) and event.strip() == "[DONE]":
+            return _NO_EVENTS
+        data = event_dict(event, "an Anthropic event")
+        kind = data.get("type")
+        if kind == "error":
+            error = data.get("error")
+            source = error if isinstance(error, dict) else data
+            code = source.get("type") if source.get("type") != "error" else None
+            raise provider_error(source.get("message") or source, code, data)
+        if type(kind) is not str or kind not in _TYPES:
+            raise MalformedChunkError(
+                f"a {excerpt(kind, 60) if type(kind) is str else 'typeless'} event in an "
+                f"Anthropic stream: one stream speaks one wire"
+                if "choices" in data or (type(kind) is str and kind.startswith("response."))
+                else f"an Anthropic event of unknown type {excerpt(kind, 60)}",
+            )
+        if self._ended:
+            raise MalformedChunkError(f"a {kind} event after message_stop: the message had ended")
+        if kind == "ping":
+            return _NO_EVENTS
+        if kind == "content_block_delta":
+            self._delta(data)
+            return _NO_EVENTS
+        if kind == "content_block_start":
+            return self._start(data)
+        if kind == "content_block_stop":
+            self._stop(data)
+        elif kind == "message_start":
+            message = data.get("message")
+            usage = message.get("usage") if isinstance(message, dict) else None
+            if usage is not None:
+                self.usage = as_dict(usage)
+        elif kind == "message_delta":
+            self._message_delta(data)
+        else:  # message_stop
+            self._ended = True
+            state = self._choices[0]
+            if state.finish_reason is not None:
+                state.outcome = _OUTCOMES.get(state.finish_reason, "stop")
+        return _NO_EVENTS
 
     def _message_delta(self, data: dict[str, Any]) -> None:
         delta = data.get("delta")

@@ -59,12 +59,10 @@ def _render_call(item: dict[str, Any], field: str) -> Callable[[ToolCall], dict[
     return render
 
 
-class ResponsesReader(Core):
-    """Reads Responses API events (rules 1-7)."""
+class _Items(Core):
+    """Output items and the calls among them: opening, pieces, final values, closing."""
 
     __slots__ = ("_ended", "_items", "_text")
-
-    wire = "responses"
 
     def __init__(
         self,
@@ -82,57 +80,6 @@ class ResponsesReader(Core):
         # output order.
         self._text: dict[tuple[int, int, str], io.StringIO] = {}
         self._ended: str | None = None
-
-    def feed(self, event: object) -> Sequence[ToolCallStarted]:
-        """Apply one event; return the calls it named (usually none)."""
-        # Fast path, an argument delta of an open function call: the bulk of a stream.
-        if self._fast and type(event) is dict:
-            try:
-                if event["type"] == _DELTA:
-                    piece = event["delta"]
-                    call = self._calls0[event["output_index"]]
-                    if type(piece) is str and call.final is None and call.json:
-                        room = call.room - len(piece)
-                        if room >= 0:
-                            call.room = room
-                            if call.seen is not None:
-                                call.seen.write(piece)
-                            try:
-                                call.sink(piece)
-                            except Exception as error:  # noqa: BLE001 - raised or reported
-                                self._report(error)
-                            return _NO_EVENTS
-            except Exception:  # noqa: BLE001 - the full path reads it again and reports
-                pass
-        return self._slow_feed(event)
-
-    # -- events ------------------------------------------------------------------------
-
-    def _feed(self, event: object) -> Sequence[ToolCallStarted]:
-        if isinstance(event, str) and event.strip() == "[DONE]":
-            return _NO_EVENTS
-        data = event_dict(event, "a Responses event")
-        kind = data.get("type")
-        if type(kind) is not str:
-            raise MalformedChunkError(
-                "a Responses event without a type"
-                + (": one stream speaks one wire" if "choices" in data else ""),
-                hint="Chat Completions chunks go with wire='chat'" if "choices" in data else None,
-            )
-        if kind == "error":
-            _raise_error(data)
-        if not kind.startswith("response."):
-            raise MalformedChunkError(
-                f"a {excerpt(kind, 60)} event in a Responses stream: one stream speaks one wire"
-            )
-        if self._ended is not None:
-            raise MalformedChunkError(
-                f"a {excerpt(kind, 60)} event after {self._ended}: the response had ended"
-            )
-        handler = _HANDLERS.get(kind)
-        if handler is None:
-            return _NO_EVENTS  # events this wire adds later, and server tools' progress
-        return handler(self, data)
 
     def _index(self, data: dict[str, Any]) -> int:
         index = data.get("output_index")
@@ -259,6 +206,65 @@ class ResponsesReader(Core):
         )
         call.closed = item.get("status", "completed") not in _INCOMPLETE
         return started
+
+
+class ResponsesReader(_Items):
+    """Reads Responses API events (rules 1-7)."""
+
+    __slots__ = ()
+
+    wire = "responses"
+
+    def feed(self, event: object) -> Sequence[ToolCallStarted]:
+        """Apply one event; return the calls it named (usually none)."""
+        # Fast path, an argument delta of an open function call: the bulk of a stream.
+        if self._fast and type(event) is dict:
+            try:
+                if event["type"] == _DELTA:
+                    piece = event["delta"]
+                    call = self._calls0[event["output_index"]]
+                    if type(piece) is str and call.final is None and call.json:
+                        room = call.room - len(piece)
+                        if room >= 0:
+                            call.room = room
+                            if call.seen is not None:
+                                call.seen.write(piece)
+                            try:
+                                call.sink(piece)
+                            except Exception as error:  # noqa: BLE001 - raised or reported
+                                self._report(error)
+                            return _NO_EVENTS
+            except Exception:  # noqa: BLE001 - the full path reads it again and reports
+                pass
+        return self._slow_feed(event)
+
+    # -- events ------------------------------------------------------------------------
+
+    def _feed(self, event: object) -> Sequence[ToolCallStarted]:
+        if isinstance(event, str) and event.strip() == "[DONE]":
+            return _NO_EVENTS
+        data = event_dict(event, "a Responses event")
+        kind = data.get("type")
+        if type(kind) is not str:
+            raise MalformedChunkError(
+                "a Responses event without a type"
+                + (": one stream speaks one wire" if "choices" in data else ""),
+                hint="Chat Completions chunks go with wire='chat'" if "choices" in data else None,
+            )
+        if kind == "error":
+            _raise_error(data)
+        if not kind.startswith("response."):
+            raise MalformedChunkError(
+                f"a {excerpt(kind, 60)} event in a Responses stream: one stream speaks one wire"
+            )
+        if self._ended is not None:
+            raise MalformedChunkError(
+                f"a {excerpt(kind, 60)} event after {self._ended}: the response had ended"
+            )
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            return _NO_EVENTS  # events this wire adds later, and server tools' progress
+        return handler(self, data)
 
     def _key(self, data: dict[str, Any], what: str) -> tuple[int, int, str]:
         part = data.get("content_index", data.get("summary_index", 0))
