@@ -110,6 +110,8 @@ class _Detecting(ChatReader):
             return ChatReader._feed(self, event)
         # Errors of the delegate reach this reader's own reporting (it has no on_error).
         self._delegate = _make(wire, self._policy, self._parts[0], self._parts[1], None)
+        # Chat's fast path would fail on every event of another wire: skip it.
+        self._fast = False
         self.__class__ = _Delegating
         return self._delegate.feed(event)
 
