@@ -3,6 +3,11 @@
 Run: ``python tests/benchmarks/bench.py`` (peers with ``pip install -e '.[bench]'``).
 Every implementation runs on the same pre-built streams in one process; each result is checked
 against the hand loop's; the minimum of several interleaved repetitions is quoted.
+
+The other wires (OpenAI Responses, Anthropic Messages) get the same calls in their own event
+shapes, a hand loop each, and their SDK's accumulator over the SDK's typed events. The Chat
+fast path is compared, in the same run, with the code before the split into wires, loaded
+from git (``--baseline REV``); ``--wires`` runs only those sections.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import reactivex
 from reactivex.scheduler import CurrentThreadScheduler
@@ -57,6 +62,28 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
     }
 
 
+Step = tuple[str, int, str]  # ("open" | "piece" | "close", call index, argument piece)
+
+
+def _steps(fragments: int, layout: str) -> tuple[list[str], list[Step]]:
+    """Each call's arguments, and the calls' steps in arrival order (shared by every wire)."""
+    calls = 1 if layout == "1 call" else 8
+    per_call = fragments // calls
+    texts: list[str] = []
+    plans: list[list[Step]] = []
+    for index in range(calls):
+        text = _arguments(per_call * FRAGMENT, index)
+        texts.append(text)
+        pieces = [text[i : i + FRAGMENT] for i in range(0, len(text), FRAGMENT)]
+        steps: list[Step] = [("open", index, "")]
+        steps += [("piece", index, p) for p in pieces]
+        plans.append([*steps, ("close", index, "")])
+    if layout == "8 interleaved":
+        longest = max(len(q) for q in plans)
+        return texts, [q[i] for i in range(longest) for q in plans if i < len(q)]
+    return texts, [step for q in plans for step in q]
+
+
 def build_stream(fragments: int, layout: str) -> list[dict[str, Any]]:
     """About ``fragments`` argument pieces of FRAGMENT characters, one per chunk.
 
@@ -64,21 +91,10 @@ def build_stream(fragments: int, layout: str) -> list[dict[str, Any]]:
     built call by call and then shuffled into place, the interleaved stream ran ~2x slower
     for every implementation, from memory latency alone.
     """
-    calls = 1 if layout == "1 call" else 8
-    per_call = fragments // calls
-    # Each call as its steps, (index, None) for the opening and (index, piece) after it.
-    plans: list[list[tuple[int, str | None]]] = []
-    for index in range(calls):
-        text = _arguments(per_call * FRAGMENT, index)
-        pieces = [text[i : i + FRAGMENT] for i in range(0, len(text), FRAGMENT)]
-        plans.append([(index, None)] + [(index, p) for p in pieces])
-    if layout == "8 interleaved":
-        longest = max(len(q) for q in plans)
-        order = [q[i] for i in range(longest) for q in plans if i < len(q)]
-    else:
-        order = [step for q in plans for step in q]
     chunks = [_chunk({"role": "assistant", "content": None})]
-    for index, piece in order:
+    for kind, index, piece in _steps(fragments, layout)[1]:
+        if kind == "close":
+            continue  # Chat Completions closes no call: the finish_reason ends them all
         entry: dict[str, Any] = (
             {
                 "index": index,
@@ -86,7 +102,7 @@ def build_stream(fragments: int, layout: str) -> list[dict[str, Any]]:
                 "type": "function",
                 "function": {"name": f"tool_{index}", "arguments": ""},
             }
-            if piece is None
+            if kind == "open"
             else {"index": index, "function": {"arguments": piece}}
         )
         chunks.append(_chunk({"tool_calls": [entry]}))
@@ -264,7 +280,10 @@ class Row:
         return self.fragments / self.best
 
 
-def _time(fn: Callable[[Any], Calls], data: Any) -> tuple[float, Calls]:
+T = TypeVar("T")
+
+
+def _time(fn: Callable[[Any], T], data: Any) -> tuple[float, T]:
     # As timeit does: no collection inside a timed run, and no full collection just before
     # one either (measure() collects once per size): a full pass over a heap holding
     # thousands of SDK objects evicts the CPU caches, which slowed every implementation
@@ -487,6 +506,590 @@ def classification_scaling(repeats: int) -> list[tuple[str, bool, str]]:
                 f"{times[-1] * 1e3:.0f} ms, growth {growth:.2f}",
             )
         )
+    return results
+
+
+# -- the other wires: OpenAI Responses and Anthropic Messages -------------------------------
+
+WIRES = ("responses", "anthropic")
+_DELTA = "response.function_call_arguments.delta"
+
+
+def _response(status: str, output: list[dict[str, Any]], usage: Any = None) -> dict[str, Any]:
+    """A Responses ``response`` object with the fields a recorded one carries."""
+    return {
+        "id": "resp_bench",
+        "object": "response",
+        "created_at": 0,
+        "status": status,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "model": "bench",
+        "output": output,
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+        "usage": usage,
+    }
+
+
+def _function_call(index: int, arguments: str, status: str) -> dict[str, Any]:
+    return {
+        "id": f"fc_{index}",
+        "type": "function_call",
+        "status": status,
+        "arguments": arguments,
+        "call_id": f"call_{index}",
+        "name": f"tool_{index}",
+    }
+
+
+def build_responses(fragments: int, layout: str) -> list[dict[str, Any]]:
+    """A Responses stream with the calls of ``build_stream``: the event shapes OpenAI sends.
+
+    ``response.created``, ``in_progress``; per call ``output_item.added``, one
+    ``function_call_arguments.delta`` per piece, ``.done`` and ``output_item.done``; then
+    ``response.completed`` repeating every item.
+    """
+    texts, steps = _steps(fragments, layout)
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": _response("in_progress", [])},
+        {"type": "response.in_progress", "response": _response("in_progress", [])},
+    ]
+    for kind, index, piece in steps:
+        if kind == "open":
+            events.append(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": _function_call(index, "", "in_progress"),
+                }
+            )
+        elif kind == "piece":
+            events.append(
+                {"type": _DELTA, "item_id": f"fc_{index}", "output_index": index, "delta": piece}
+            )
+        else:
+            events.append(
+                {
+                    "type": "response.function_call_arguments.done",
+                    "item_id": f"fc_{index}",
+                    "output_index": index,
+                    "arguments": texts[index],
+                }
+            )
+            events.append(
+                {
+                    "type": "response.output_item.done",
+                    "output_index": index,
+                    "item": _function_call(index, texts[index], "completed"),
+                }
+            )
+    usage = {
+        "input_tokens": 50,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": fragments,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 50 + fragments,
+    }
+    output = [_function_call(i, text, "completed") for i, text in enumerate(texts)]
+    events.append({"type": "response.completed", "response": _response("completed", output, usage)})
+    for number, event in enumerate(events):
+        event["sequence_number"] = number
+    return events
+
+
+def build_anthropic(fragments: int, layout: str) -> list[dict[str, Any]]:
+    """An Anthropic Messages stream with the calls of ``build_stream``.
+
+    ``message_start``; per call ``content_block_start`` (tool_use), one ``input_json_delta``
+    per piece, ``content_block_stop``; ``message_delta`` (stop_reason tool_use),
+    ``message_stop``.
+    """
+    events: list[dict[str, Any]] = [
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_bench",
+                "type": "message",
+                "role": "assistant",
+                "model": "bench",
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": 50, "output_tokens": 1},
+            },
+        }
+    ]
+    for kind, index, piece in _steps(fragments, layout)[1]:
+        if kind == "open":
+            block = {
+                "type": "tool_use",
+                "id": f"toolu_{index}",
+                "name": f"tool_{index}",
+                "input": {},
+            }
+            events.append({"type": "content_block_start", "index": index, "content_block": block})
+        elif kind == "piece":
+            delta = {"type": "input_json_delta", "partial_json": piece}
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        else:
+            events.append({"type": "content_block_stop", "index": index})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"output_tokens": fragments},
+        }
+    )
+    events.append({"type": "message_stop"})
+    return events
+
+
+def wire_fragments(events: list[dict[str, Any]]) -> int:
+    return sum(
+        1
+        for e in events
+        if e["type"] == _DELTA
+        or (e["type"] == "content_block_delta" and e["delta"]["type"] == "input_json_delta")
+    )
+
+
+def responses_hand_dicts(events: Iterable[dict[str, Any]]) -> Calls:
+    """A minimal correct Responses accumulator: key by output_index, append deltas, one parse."""
+    calls: dict[int, list[Any]] = {}
+    for event in events:
+        kind = event["type"]
+        if kind == _DELTA:
+            calls[event["output_index"]][2].append(event["delta"])
+        elif kind == "response.output_item.added":
+            item = event["item"]
+            if item["type"] == "function_call":
+                calls[event["output_index"]] = [item["call_id"], item["name"], []]
+    return [(s[0], s[1], json.loads("".join(s[2]))) for _, s in sorted(calls.items())]
+
+
+def responses_hand_objects(events: list[Any]) -> Calls:
+    calls: dict[int, list[Any]] = {}
+    for event in events:
+        kind = event.type
+        if kind == _DELTA:
+            calls[event.output_index][2].append(event.delta)
+        elif kind == "response.output_item.added":
+            item = event.item
+            if item.type == "function_call":
+                calls[event.output_index] = [item.call_id, item.name, []]
+    return [(s[0], s[1], json.loads("".join(s[2]))) for _, s in sorted(calls.items())]
+
+
+def anthropic_hand_dicts(events: Iterable[dict[str, Any]]) -> Calls:
+    """A minimal correct Anthropic accumulator: key by block index, append pieces, one parse."""
+    calls: dict[int, list[Any]] = {}
+    for event in events:
+        kind = event["type"]
+        if kind == "content_block_delta":
+            delta = event["delta"]
+            if delta["type"] == "input_json_delta":
+                calls[event["index"]][2].append(delta["partial_json"])
+        elif kind == "content_block_start":
+            block = event["content_block"]
+            if block["type"] == "tool_use":
+                calls[event["index"]] = [block["id"], block["name"], []]
+    return [(s[0], s[1], json.loads("".join(s[2]) or "{}")) for _, s in sorted(calls.items())]
+
+
+def anthropic_hand_objects(events: list[Any]) -> Calls:
+    calls: dict[int, list[Any]] = {}
+    for event in events:
+        kind = event.type
+        if kind == "content_block_delta":
+            delta = event.delta
+            if delta.type == "input_json_delta":
+                calls[event.index][2].append(delta.partial_json)
+        elif kind == "content_block_start":
+            block = event.content_block
+            if block.type == "tool_use":
+                calls[event.index] = [block.id, block.name, []]
+    return [(s[0], s[1], json.loads("".join(s[2]) or "{}")) for _, s in sorted(calls.items())]
+
+
+def to_wire_objects(wire: str, events: list[dict[str, Any]]) -> list[Any] | None:
+    """The SDK's event objects, built as its stream builds them (``construct_type``)."""
+    # Copies: the SDK's events come from their own parse, sharing nothing with the dicts.
+    try:
+        if wire == "responses":
+            from openai._models import construct_type as openai_construct
+            from openai.types.responses import ResponseStreamEvent
+
+            return [
+                openai_construct(type_=ResponseStreamEvent, value=copy.deepcopy(e)) for e in events
+            ]
+        from anthropic._models import construct_type as anthropic_construct
+        from anthropic.types import RawMessageStreamEvent
+
+        return [
+            anthropic_construct(type_=RawMessageStreamEvent, value=copy.deepcopy(e)) for e in events
+        ]
+    except ImportError:
+        return None
+
+
+def openai_response_state(objects: list[Any]) -> Calls:
+    from openai import omit
+    from openai.lib.streaming.responses._responses import ResponseStreamState
+
+    state: ResponseStreamState[Any] = ResponseStreamState(input_tools=omit, text_format=omit)
+    for event in objects:
+        state.handle_event(event)
+    response = state._completed_response  # what ResponseStream.get_final_response() returns
+    assert response is not None
+    return [
+        (o.call_id, o.name, json.loads(o.arguments))
+        for o in response.output
+        if o.type == "function_call"
+    ]
+
+
+def anthropic_accumulate(objects: list[Any]) -> Calls:
+    from anthropic.lib.streaming._messages import accumulate_event
+
+    snapshot: Any = None
+    buffers: dict[int, bytes] = {}
+    for event in objects:
+        snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=buffers)
+    return [(b.id, b.name, b.input) for b in snapshot.content if b.type == "tool_use"]
+
+
+def _peer_available(wire: str) -> bool:
+    """Whether the installed SDK has the accumulator this benchmark calls."""
+    try:
+        if wire == "responses":
+            from openai import omit  # noqa: F401
+            from openai.lib.streaming.responses._responses import ResponseStreamState  # noqa: F401
+        else:
+            from anthropic.lib.streaming._messages import accumulate_event  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def ours_assemble_forced(wire: str) -> Callable[[list[Any]], Calls]:
+    def run(events: list[Any]) -> Calls:
+        source = reactivex.from_iterable(events, scheduler=CurrentThreadScheduler())
+        return _run_rx(source.pipe(rt.assemble(wire=wire)))  # type: ignore[arg-type]
+
+    return run
+
+
+def rx_reference(hand: Callable[[list[Any]], Calls]) -> Callable[[list[Any]], Calls]:
+    """Rx's own cost: one bare operator whose ``on_next`` only appends; then the hand loop."""
+
+    def operator(source: reactivex.Observable[Any]) -> reactivex.Observable[Calls]:
+        def subscribe(
+            observer: reactivex.abc.ObserverBase[Calls],
+            scheduler: reactivex.abc.SchedulerBase | None = None,
+        ) -> reactivex.abc.DisposableBase:
+            seen: list[Any] = []
+
+            def on_completed() -> None:
+                observer.on_next(hand(seen))
+                observer.on_completed()
+
+            return source.subscribe(
+                seen.append, observer.on_error, on_completed, scheduler=scheduler
+            )
+
+        return reactivex.Observable(subscribe)
+
+    def run(events: list[Any]) -> Calls:
+        out: list[Calls] = []
+        reactivex.from_iterable(events, scheduler=CurrentThreadScheduler()).pipe(
+            operator
+        ).subscribe(out.append)
+        return out[0]
+
+    return run
+
+
+_WIRE_PARTS: dict[str, tuple[Callable[[int, str], list[dict[str, Any]]], Any, Any, str, Any]] = {
+    "responses": (
+        build_responses,
+        responses_hand_dicts,
+        responses_hand_objects,
+        "openai ResponseStreamState",
+        openai_response_state,
+    ),
+    "anthropic": (
+        build_anthropic,
+        anthropic_hand_dicts,
+        anthropic_hand_objects,
+        "anthropic accumulate_event",
+        anthropic_accumulate,
+    ),
+}
+
+
+def measure_wire(wire: str, sizes: tuple[int, ...], repeats: int, peers: bool) -> list[Row]:
+    """The throughput rows of one wire, timed as ``measure`` times the Chat streams."""
+    build, hand_dicts, hand_objects, peer_name, peer = _WIRE_PARTS[wire]
+    rows: list[Row] = []
+    for layout in LAYOUTS:
+        for size in sizes:
+            events = build(size, layout)
+            n = wire_fragments(events)
+            runs: list[tuple[str, Callable[[Any], Calls], Any]] = [
+                ("hand loop (dicts)", hand_dicts, events),
+                ("bare Rx operator + hand loop (dicts)", rx_reference(hand_dicts), events),
+                ("Assembler (dicts)", ours_assembler, events),
+                ("assemble() (dicts)", ours_assemble, events),
+                (f"assemble(wire={wire!r}) (dicts)", ours_assemble_forced(wire), events),
+            ]
+            objects = to_wire_objects(wire, events) if size <= OBJECT_MAX else None
+            if objects is not None:
+                runs += [
+                    ("hand loop (SDK objects)", hand_objects, objects),
+                    ("assemble() (SDK objects)", ours_assemble, objects),
+                ]
+                if peers and size <= PEER_MAX and _peer_available(wire):
+                    runs.append((peer_name, peer, objects))
+            expected = hand_dicts(events)
+            table = {name: Row(name, layout, size, n) for name, _, _ in runs}
+            gc.collect()
+            for _ in range(max(repeats, repeats * 100_000 // (size * 4))):
+                for name, fn, data in runs:
+                    seconds, result = _time(fn, data)
+                    if result != expected:
+                        raise SystemExit(
+                            f"{wire}: {name} gave a different result on {layout} {size}"
+                        )
+                    table[name].seconds.append(seconds)
+            rows += table.values()
+            runs.clear()
+            objects = None
+            print(f"  measured {wire:>9} {layout:>13} {size:>9,}", file=sys.stderr, flush=True)
+    return rows
+
+
+def _wire_base(name: str) -> str:
+    return (
+        "hand loop (SDK objects)"
+        if "SDK objects" in name or name.startswith(("openai", "anthropic"))
+        else "hand loop (dicts)"
+    )
+
+
+def report_wire(wire: str, rows: list[Row]) -> None:
+    title = {"responses": "OpenAI Responses", "anthropic": "Anthropic Messages"}[wire]
+    for layout in LAYOUTS:
+        print(
+            f"\n### {title}, {layout}: fragments/s (ratio to the hand loop over the same input)\n"
+        )
+        here = [r for r in rows if r.layout == layout]
+        sizes = sorted({r.size for r in here})
+        by = {(r.name, r.size): r for r in here}
+        print("| implementation | " + " | ".join(f"{s:,}" for s in sizes) + " |")
+        print("|---|" + "---:|" * len(sizes))
+        for name in dict.fromkeys(r.name for r in here):
+            cells = []
+            for size in sizes:
+                row, base = by.get((name, size)), by.get((_wire_base(name), size))
+                cells.append(
+                    "—"
+                    if row is None or base is None
+                    else f"{row.rate:,.0f} ({row.rate / base.rate:.2f})"
+                )
+            print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def wire_targets(wire: str, rows: list[Row]) -> list[tuple[str, bool, str]]:
+    """The issue's targets for one wire: against its hand loop, and against its SDK."""
+    by = {(r.name, r.layout, r.size): r.rate for r in rows}
+    keys = sorted({(r.layout, r.size) for r in rows})
+    found: list[tuple[str, bool, str]] = []
+    worst = min(
+        by[("assemble() (dicts)", lay, s)] / by[("hand loop (dicts)", lay, s)] for lay, s in keys
+    )
+    found.append(
+        (
+            f"{wire}: assemble() >= 1/4 of its hand loop (dicts), every stream",
+            worst >= 1 / 4,
+            f"worst {worst:.2f}",
+        )
+    )
+    peer, times = (
+        ("openai ResponseStreamState", 10)
+        if wire == "responses"
+        else ("anthropic accumulate_event", 5)
+    )
+    for ours in ("assemble() (SDK objects)", "assemble() (dicts)"):
+        ratios = [
+            by[(ours, lay, s)] / by[(peer, lay, s)] for lay, s in keys if (peer, lay, s) in by
+        ]
+        if ratios:
+            found.append(
+                (
+                    f"{wire}: {ours} >= {times}x {peer}, every stream",
+                    min(ratios) >= times,
+                    f"worst {min(ratios):.1f}x",
+                )
+            )
+    return found
+
+
+# -- the Chat fast path against the code before the split into wires ----------------------
+
+BASELINE = "73441ab"  # the last commit of the single-module assembler
+
+
+def load_baseline(rev: str) -> tuple[Any, str]:
+    """The ``rxtoolcalls`` package at ``rev``, imported as ``rxtoolcalls_baseline``.
+
+    Returns (module, resolved short commit), or raises ``RuntimeError`` saying why not.
+    """
+    import importlib
+    import subprocess
+    import tarfile
+    import tempfile
+
+    repo = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short", f"{rev}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", "--format=tar", commit, "rxtoolcalls"],
+            capture_output=True,
+            check=True,
+        ).stdout
+    except FileNotFoundError as exc:
+        raise RuntimeError("git is not installed") from exc
+    except subprocess.CalledProcessError as exc:
+        message = (exc.stderr if isinstance(exc.stderr, str) else exc.stderr.decode()).strip()
+        raise RuntimeError(f"git could not read {rev!r} in {repo}: {message}") from exc
+    # Kept for the life of the process (the module's files are read lazily), removed at exit.
+    global _BASELINE_DIR
+    _BASELINE_DIR = tempfile.TemporaryDirectory(prefix="rxtoolcalls-baseline-")
+    root = Path(_BASELINE_DIR.name)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(root, filter="data")
+    (root / "rxtoolcalls").rename(root / "rxtoolcalls_baseline")
+    sys.path.insert(0, str(root))
+    return importlib.import_module("rxtoolcalls_baseline"), commit
+
+
+_BASELINE_DIR: Any = None
+# A target's text, whether it was met (None: not measured, counted neither way), its figure.
+Target = tuple[str, bool | None, str]
+
+Result = tuple[str | None, Calls]  # the turn's content and calls
+
+
+def build_prose(fragments: int) -> list[dict[str, Any]]:
+    """A text-only Chat stream: ``fragments`` content pieces of FRAGMENT characters."""
+    text = _arguments(fragments * FRAGMENT, 3)
+    chunks = [_chunk({"role": "assistant", "content": ""})]
+    chunks += [_chunk({"content": text[i : i + FRAGMENT]}) for i in range(0, len(text), FRAGMENT)]
+    chunks.append(_chunk({}, "stop"))
+    return chunks
+
+
+def _result(turn: Any) -> Result:
+    return turn.content, [(c.id, c.name, c.parsed_arguments) for c in turn.tool_calls]
+
+
+def _package_runs(
+    package: Any,
+) -> tuple[Callable[[list[Any]], Result], Callable[[list[Any]], Result]]:
+    def assembler(chunks: list[Any]) -> Result:
+        a = package.Assembler()
+        feed = a.feed
+        for chunk in chunks:
+            feed(chunk)
+        return _result(a.close())
+
+    def assemble(chunks: list[Any]) -> Result:
+        out: list[Any] = []
+        reactivex.from_iterable(chunks, scheduler=CurrentThreadScheduler()).pipe(
+            package.assemble()
+        ).subscribe(out.append)
+        return _result(out[0])
+
+    return assembler, assemble
+
+
+def baseline_section(rev: str, sizes: tuple[int, ...], repeats: int) -> list[Target]:
+    """Print this tree's Chat throughput over the code at ``rev``, in one run; return targets."""
+    print(f"\n### Chat Completions: this tree against {rev} (the code before the split)\n")
+    try:
+        baseline, commit = load_baseline(rev)
+    except RuntimeError as exc:
+        print(f"not measured: {exc}")
+        return [
+            (f"Chat: Assembler and assemble() within 5% of {rev}", None, f"not measured: {exc}")
+        ]
+    new_assembler, new_assemble = _package_runs(rt)
+    old_assembler, old_assemble = _package_runs(baseline)
+    print(
+        f"baseline {commit} loaded from git as `rxtoolcalls_baseline`; minimum of at least "
+        f"{max(repeats, 9)} interleaved runs of each; ratio = this tree's rate / the baseline's\n"
+    )
+    print("| stream | fragments | Assembler | baseline | ratio | assemble() | baseline | ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    worst = (float("inf"), "")
+    for layout in (*LAYOUTS, "prose only"):
+        for size in sizes:
+            chunks = build_prose(size) if layout == "prose only" else build_stream(size, layout)
+            n = size if layout == "prose only" else fragment_count(chunks)
+            runs = {
+                "new Assembler": new_assembler,
+                "old Assembler": old_assembler,
+                "new assemble()": new_assemble,
+                "old assemble()": old_assemble,
+            }
+            expected = new_assembler(chunks)
+            if layout != "prose only" and expected[1] != hand_loop_dicts(chunks):
+                raise SystemExit(f"the Assembler gave a different result on {layout} {size}")
+            best = dict.fromkeys(runs, float("inf"))
+            gc.collect()
+            for _ in range(max(repeats, 9, 9 * 100_000 // (size * 4))):
+                for name, fn in runs.items():
+                    seconds, result = _time(fn, chunks)
+                    if result != expected:
+                        raise SystemExit(f"{name} gave a different result on {layout} {size}")
+                    best[name] = min(best[name], seconds)
+            cells = []
+            for what in ("Assembler", "assemble()"):
+                new, old = n / best[f"new {what}"], n / best[f"old {what}"]
+                cells += [f"{new:,.0f}", f"{old:,.0f}", f"{new / old:.3f}"]
+                worst = min(worst, (new / old, f"{what}, {layout}, {size:,}"))
+            print(f"| {layout} | {n:,} | " + " | ".join(cells) + " |")
+            print(f"  measured baseline {layout:>13} {size:>9,}", file=sys.stderr, flush=True)
+    return [
+        (
+            f"Chat: Assembler and assemble() within 5% of {commit}, every stream",
+            worst[0] >= 0.95,
+            f"worst {worst[0]:.3f} ({worst[1]})",
+        )
+    ]
+
+
+def wire_sections(
+    sizes: tuple[int, ...], repeats: int, peers: bool, baseline: str | None
+) -> list[Target]:
+    """The baseline comparison and the Responses and Anthropic tables (printed); targets."""
+    results: list[Target] = []
+    if baseline is not None:
+        results += baseline_section(baseline, tuple(s for s in sizes if s <= 100_000), repeats)
+    for wire in WIRES:
+        rows = measure_wire(wire, sizes, repeats, peers)
+        report_wire(wire, rows)
+        results += wire_targets(wire, rows)
     return results
 
 
@@ -730,6 +1333,14 @@ def adversarial_sections(repeats: int) -> list[tuple[str, bool, str]]:
     return classification_scaling(repeats) + sse_scaling(repeats) + join_scaling(repeats)
 
 
+def verdict(results: list[Target]) -> int:
+    """Print each target ([x] met, [ ] missed, [-] not measured); 1 when one was missed."""
+    print("\n### Targets\n")
+    for text, ok, figure in results:
+        print(f"- [{'-' if ok is None else 'x' if ok else ' '}] {text}: {figure}")
+    return 1 if any(ok is False for _, ok, _ in results) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (smoke)")
@@ -740,7 +1351,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--adversarial", action="store_true", help="only the adversarial-input sections"
     )
+    parser.add_argument(
+        "--baseline",
+        default=BASELINE,
+        metavar="REV",
+        help=f"the git revision the Chat fast path is compared with (default {BASELINE}, the "
+        "last one before the split into wires; 'none' skips the comparison)",
+    )
+    parser.add_argument(
+        "--wires",
+        action="store_true",
+        help="only the wire sections: the baseline comparison, Responses and Anthropic",
+    )
     args = parser.parse_args(argv)
+    baseline = None if args.baseline.lower() == "none" else args.baseline
+    if args.wires:
+        sizes = (2_500, 10_000) if args.quick else SIZES
+        wires = wire_sections(sizes, 1 if args.quick else args.repeats, not args.no_peers, baseline)
+        return verdict(wires)
     if args.adversarial:
         adversarial = adversarial_sections(args.repeats)
         for text, ok, figure in adversarial:
@@ -800,9 +1428,9 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     adversarial = adversarial_sections(repeats)
+    wires = wire_sections(sizes, repeats, not args.no_peers, baseline)
 
-    print("\n### Targets\n")
-    results = targets(rows) + adversarial
+    results = targets(rows) + adversarial + wires
     results.append(
         (
             "linear: per-fragment cost at the largest size within 1.5x of the smallest",
@@ -817,12 +1445,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{ours / argument_bytes:.2f}x",
         )
     )
-    for text, ok, figure in results:
-        print(f"- [{'x' if ok else ' '}] {text}: {figure}")
     if args.plot:
         plot(rows, args.plot)
         print(f"\nplot written to {args.plot}")
-    return 0 if all(ok for _, ok, _ in results) else 1
+    return verdict(results)
 
 
 if __name__ == "__main__":
