@@ -81,7 +81,9 @@ class _Detecting(ChatReader):
     before the first event: a Chat stream pays nothing for detection, another wire one call.
     """
 
-    __slots__ = ("_delegate", "_parts")
+    # ``_feed`` is a slot here, shadowing the Chat reader's method: the full path of ``feed``
+    # calls what it holds, the detection first, then the detected wire's ``feed`` itself.
+    __slots__ = ("_delegate", "_feed", "_parts")
 
     def __init__(
         self,
@@ -94,8 +96,9 @@ class _Detecting(ChatReader):
         super().__init__(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
         self._delegate: Core | None = None
         self._parts = (on_open, keep_arguments)
+        self._feed = self._detect  # type: ignore[method-assign]
 
-    def _feed(self, chunk: object) -> Sequence[ToolCallStarted]:
+    def _detect(self, chunk: object) -> Sequence[ToolCallStarted]:
         event = chunk
         wire = detect_wire(event)
         if wire is None:
@@ -106,20 +109,23 @@ class _Detecting(ChatReader):
             return ChatReader._feed(self, event)
         if wire == "chat":
             # Decided: from now on the Chat rules alone, with no detection per event.
+            del self._feed  # no cycle through a bound method of this reader
             self.__class__ = _Chat
             return ChatReader._feed(self, event)
         # Errors of the delegate reach this reader's own reporting (it has no on_error).
-        self._delegate = _make(wire, self._policy, self._parts[0], self._parts[1], None)
-        # Chat's fast path would fail on every event of another wire: skip it.
+        delegate = self._delegate = _make(wire, self._policy, *self._parts, None)
+        # Chat's fast path would fail on every event of another wire: skip it, and call the
+        # delegate's feed (its own fast path) with nothing in between.
         self._fast = False
+        self._feed = delegate.feed  # type: ignore[method-assign,assignment]
         self.__class__ = _Delegating
-        return self._delegate.feed(event)
+        return delegate.feed(event)
 
 
 class _Chat(_Detecting):
     __slots__ = ()
     # The Chat rules themselves (no call in between): the slow path of prose chunks.
-    _feed = ChatReader._feed
+    _feed = ChatReader._feed  # type: ignore[assignment]
 
 
 class _Delegating(_Detecting):
@@ -127,9 +133,6 @@ class _Delegating(_Detecting):
 
     __slots__ = ()
     _delegate: Core
-
-    def _feed(self, chunk: object) -> Sequence[ToolCallStarted]:
-        return self._delegate.feed(chunk)
 
     def stop(self) -> None:
         """Ignore every later event."""
