@@ -26,7 +26,30 @@ from ._policy import Limits
 
 DEFAULT_LIMITS = Limits()
 
-__all__ = ["DONE", "SSEDecoder", "ServerSentEvent", "chunk_from_event", "load_json"]
+try:
+    # The ``fast`` extra. msgspec, not orjson: orjson turns an integer past 64 bits into a
+    # float without an error, so its result can differ from the standard library's with
+    # nothing to tell; msgspec keeps such integers exact, and every other difference it has
+    # (NaN, Infinity, 1e999, lone surrogates, deep nesting) is an error, after which the
+    # standard library parses the text again. Either way the value is the standard library's.
+    from msgspec.json import Decoder as _Decoder
+except ImportError:  # pragma: no cover - depends on the extras installed
+    _fast_decode = None
+else:
+    _fast_decode = _Decoder().decode
+
+FAST_JSON = "msgspec" if _fast_decode is not None else None
+"""The JSON parser of the ``fast`` extra in use for chunks, or ``None`` (the standard library)."""
+
+__all__ = [
+    "DONE",
+    "FAST_JSON",
+    "SSEDecoder",
+    "ServerSentEvent",
+    "chunk_from_event",
+    "load_json",
+    "load_json_stdlib",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,8 +212,20 @@ def load_json(text: str | bytes, what: str = "the text") -> Any:
 
     Bounded in what it reports (an excerpt, never the text) and in what it raises: nesting
     past the parser's recursion limit and integers past 4300 digits are typed errors too.
-    ``what`` names the text in the message ("line 3", "an event's data").
+    ``what`` names the text in the message ("line 3", "an event's data"). With the ``fast``
+    extra installed msgspec parses first; the value and the errors are the standard
+    library's all the same (``load_json_stdlib``).
     """
+    if _fast_decode is not None:
+        try:
+            return _fast_decode(text)
+        except Exception:  # noqa: BLE001 - the standard library decides, value or error
+            pass
+    return load_json_stdlib(text, what)
+
+
+def load_json_stdlib(text: str | bytes, what: str = "the text") -> Any:
+    """``load_json`` with the standard library's parser only."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
