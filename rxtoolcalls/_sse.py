@@ -12,8 +12,8 @@ from __future__ import annotations
 import codecs
 import json
 import sys
-from dataclasses import dataclass
-from typing import Any
+from json.scanner import c_make_scanner  # type: ignore[attr-defined]
+from typing import Any, NamedTuple
 
 from ._errors import (
     LimitExceededError,
@@ -38,6 +38,11 @@ except ImportError:  # pragma: no cover - depends on the extras installed
 else:
     _fast_decode = _Decoder().decode
 
+# The standard library's own C scanner, called directly: json.loads adds about a microsecond of
+# Python around it per call, a third of the cost of a small chunk. Only a text it reads whole
+# from its first character is taken; any other goes to json.loads, which decides.
+_scan = c_make_scanner(json.JSONDecoder()) if c_make_scanner is not None else None
+
 FAST_JSON = "msgspec" if _fast_decode is not None else None
 """The JSON parser of the ``fast`` extra in use for chunks, or ``None`` (the standard library)."""
 
@@ -52,10 +57,10 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ServerSentEvent:
+class ServerSentEvent(NamedTuple):
     """One dispatched event: its ``event`` name (``"message"`` by default) and its ``data``."""
 
+    # A named tuple: made once per event, it costs a third less than a frozen dataclass.
     event: str
     data: str
 
@@ -128,6 +133,7 @@ class SSEDecoder:
         lines = text.split("\n")
         events: list[ServerSentEvent] = []
         last = lines.pop()  # the start of a line not ended yet ("" after a line end)
+        data = self._data
         for line in lines:
             if self._line:
                 line = "".join(self._line) + line
@@ -135,9 +141,24 @@ class SSEDecoder:
                 self._line_size = 0
             if len(line) > self._max:
                 raise self._too_long("a line")
-            event = self._line_done(line)
-            if event is not None:
-                events.append(event)
+            # The two lines of nearly every event inline, "data: …" and the blank line; the
+            # others (and a "data:" without its space) in _line_done.
+            if line[:6] == "data: ":
+                self._size += len(line) - 5
+                if self._size > self._max:
+                    raise self._too_long("an event")
+                data.append(line[6:])
+            elif line:
+                self._line_done(line)
+            elif data or self._event:
+                events.append(
+                    ServerSentEvent(
+                        self._event or "message", data[0] if len(data) == 1 else "\n".join(data)
+                    )
+                )
+                data = self._data = []
+                self._event = ""
+                self._size = 0
         if last:
             self._line_size += len(last)
             if self._line_size > self._max:
@@ -221,6 +242,14 @@ def load_json(text: str | bytes, what: str = "the text") -> Any:
             return _fast_decode(text)
         except Exception:  # noqa: BLE001 - the standard library decides, value or error
             pass
+    elif _scan is not None and type(text) is str:
+        try:
+            value, end = _scan(text, 0)
+        except Exception:  # noqa: BLE001 - StopIteration or an error: json.loads decides
+            pass
+        else:
+            if end == len(text):
+                return value
     return load_json_stdlib(text, what)
 
 
@@ -251,21 +280,25 @@ def chunk_from_event(event: ServerSentEvent) -> dict[str, Any] | object | None:
     error`` with any payload, ``{"object": "error", …}`` (vLLM), and a chunk with a top-level
     ``error`` next to ``finish_reason: "error"`` (OpenRouter).
     """
-    data = event.data
-    if data.strip() == "[DONE]":
-        return DONE
-    if not data.strip():
-        return None
-    try:
-        payload = load_json(data, "an event's data")
-    except MalformedChunkError as exc:
-        if event.event == "error":
-            raise _provider_error({"message": data}, data) from exc
-        raise
-    if event.event == "error":
-        raise _provider_error(payload, data)
-    if not isinstance(payload, dict):
-        raise MalformedChunkError(f"an event's data is not a JSON object: {excerpt(data)}")
+    event_name, data = event
+    if data[:1] == "{" and event_name != "error":
+        payload: dict[str, Any] = load_json(data, "an event's data")  # nearly every event
+    else:
+        stripped = data.strip()
+        if stripped == "[DONE]":
+            return DONE
+        if not stripped:
+            return None
+        try:
+            payload = load_json(data, "an event's data")
+        except MalformedChunkError as exc:
+            if event_name == "error":
+                raise _provider_error({"message": data}, data) from exc
+            raise
+        if event_name == "error":
+            raise _provider_error(payload, data)
+        if not isinstance(payload, dict):
+            raise MalformedChunkError(f"an event's data is not a JSON object: {excerpt(data)}")
     if payload.get("error") is not None or payload.get("object") == "error":
         raise _provider_error(payload, data)
     return payload

@@ -1,7 +1,8 @@
-"""The ``fast`` extra's JSON parser gives the standard library's value or error, always.
+"""Chunk JSON parses to json.loads's value or error, always, by either fast path.
 
-These run only with the extra installed (CI's second pytest run installs it): without it both
-sides are the standard library and nothing would be compared.
+Two fast paths are compared with ``json.loads`` (``load_json_stdlib``): the standard library's C
+scanner called directly (the default), and msgspec (the ``fast`` extra; those cases skip without
+it, and CI's second pytest run installs it).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rxtoolcalls as rt
@@ -19,7 +20,18 @@ from rxtoolcalls import _sse
 from rxtoolcalls._errors import MalformedChunkError
 from rxtoolcalls._sse import load_json, load_json_stdlib
 
-pytest.importorskip("msgspec")
+
+@pytest.fixture(params=["scanner", "msgspec"])
+def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which fast path ``load_json`` takes in the test."""
+    if request.param == "msgspec":
+        pytest.importorskip("msgspec")
+        assert _sse._fast_decode is not None
+    else:
+        monkeypatch.setattr(_sse, "_fast_decode", None)
+        assert _sse._scan is not None
+    return str(request.param)
+
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -64,16 +76,17 @@ def _types(value: Any) -> Any:
     return type(value).__name__
 
 
-def test_the_fast_parser_is_in_use() -> None:
+def test_the_fast_extra_is_in_use_when_installed() -> None:
+    pytest.importorskip("msgspec")
     assert _sse.FAST_JSON == "msgspec"
 
 
 @pytest.mark.parametrize("text", EDGES, ids=range(len(EDGES)))
-def test_edge_cases_give_the_standard_librarys_result(text: str | bytes) -> None:
+def test_edge_cases_give_the_standard_librarys_result(parser: str, text: str | bytes) -> None:
     assert outcome(load_json, text) == outcome(load_json_stdlib, text)
 
 
-def test_every_recorded_line_parses_the_same() -> None:
+def test_every_recorded_line_parses_the_same(parser: str) -> None:
     lines = 0
     for path in sorted(FIXTURES.rglob("*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -98,30 +111,40 @@ JSON = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(JSON, st.booleans(), st.sampled_from([None, 0, 2]))
-def test_any_json_value_parses_the_same(value: Any, ascii_only: bool, indent: int | None) -> None:
+def test_any_json_value_parses_the_same(
+    parser: str, value: Any, ascii_only: bool, indent: int | None
+) -> None:
     text = json.dumps(value, ensure_ascii=ascii_only, indent=indent)
     assert outcome(load_json, text) == outcome(load_json_stdlib, text)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.binary(max_size=60) | st.text(max_size=60))
-def test_any_garbage_ends_the_same(data: bytes | str) -> None:
+def test_any_garbage_ends_the_same(parser: str, data: bytes | str) -> None:
     assert outcome(load_json, data) == outcome(load_json_stdlib, data)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(JSON, st.integers(min_value=0, max_value=200), st.binary(min_size=1, max_size=3))
-def test_damaged_json_ends_the_same(value: Any, at: int, junk: bytes) -> None:
+def test_damaged_json_ends_the_same(parser: str, value: Any, at: int, junk: bytes) -> None:
     text = json.dumps(value).encode()
     damaged = text[:at] + junk + text[at:]
     assert outcome(load_json, damaged) == outcome(load_json_stdlib, damaged)
+    as_text = damaged.decode("utf-8", "surrogateescape")  # the scanner takes text only
+    assert outcome(load_json, as_text) == outcome(load_json_stdlib, as_text)
 
 
 @pytest.mark.parametrize("path", sorted((FIXTURES / "streams").glob("*.jsonl"))[:20], ids=str)
 def test_a_recorded_stream_assembles_the_same_from_bytes(
-    path: Path, monkeypatch: pytest.MonkeyPatch
+    parser: str, path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     chunks = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     body = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks).encode()
@@ -135,4 +158,5 @@ def test_a_recorded_stream_assembles_the_same_from_bytes(
 
     fast = turn()
     monkeypatch.setattr(_sse, "_fast_decode", None)
+    monkeypatch.setattr(_sse, "_scan", None)  # json.loads alone
     assert turn() == fast
