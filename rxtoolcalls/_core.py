@@ -617,11 +617,15 @@ class _Calls(_State):
             so_far = call.text.getvalue()
         else:
             return  # a progress-only reader keeps nothing to compare or complete
+        # From here on the arguments are final: a later piece is refused (``_piece``).
         if value == so_far:
+            if value:  # an empty final value says nothing yet (a later one may follow)
+                call.final = value
             return
         if value.startswith(so_far) and call.final is None:
             # The usual case where deltas stop short or never came (done-only servers).
             self._piece(state, call, value[len(so_far) :])
+            call.final = value
             return
         if not self._policy.final_arguments_win:
             raise MalformedChunkError(
@@ -630,14 +634,28 @@ class _Calls(_State):
                 hint="the lenient policy (final_arguments_win) takes the final value",
                 **_at(call),
             )
-        if len(value) > self._max_call:
+        grown = len(value) - len(so_far)
+        if grown > 0:
+            # The turn pays for what the final value adds, as it would for pieces.
+            size = call.size
+            self._budget += call.room
+            call.room = 0
+            call.end = size
+        if len(value) > self._max_call or (grown > 0 and not self._fits_turn(grown)):
+            which, limit = (
+                ("max_call_arguments", self._max_call)
+                if len(value) > self._max_call
+                else ("max_turn_arguments", self._policy.limits.max_turn_arguments)
+            )
             raise LimitExceededError(
                 f"{_where(state.index, call.index, call.name)}: the final arguments passed "
-                f"Limits.max_call_arguments ({self._max_call:,} characters)",
-                limit="max_call_arguments",
-                value=self._max_call,
+                f"Limits.{which} ({limit:,} characters)",
+                limit=which,
+                value=limit,
                 **_at(call),
             )
+        if grown > 0:
+            self._budget -= grown
         self._count("replaced_provisional_arguments")
         call.final = value
 
@@ -673,14 +691,18 @@ class Core(_Calls):
 
     wire: ClassVar[Wire] = "chat"
 
-    def _name_known(self, call: Call) -> ToolCallStarted | None:
-        """Check a (possibly partial) name; return the start event once it is final enough."""
+    def _name_known(self, call: Call, *, whole: bool = False) -> ToolCallStarted | None:
+        """Check a (possibly partial) name; return the start event once it is final enough.
+
+        ``whole``: the wire sends the name in one piece (it cannot grow), so it is announced
+        at once whatever ``join_split_names`` says.
+        """
         policy = self._policy
         if call.server:
             return None  # run by the provider: never announced, never dispatched
         name = call.name or ""
         tools = policy.tools
-        if policy.join_split_names:
+        if policy.join_split_names and not whole:
             # A name may still grow until the arguments start: announce it then.
             if tools is not None and not any(t.startswith(name) for t in tools):
                 raise self._unknown(call)

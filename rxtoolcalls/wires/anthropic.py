@@ -34,7 +34,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._core import _NO_EVENTS, Call, Core, as_dict, event_dict
+from .._core import _NO_EVENTS, Call, Core, _Choice, as_dict, event_dict
 from .._errors import MalformedChunkError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
 from .._types import CallItem, ToolCall, ToolCallStarted
@@ -115,12 +115,20 @@ class _Blocks(Core):
             raise MalformedChunkError(
                 f"content_block_start for index {index}, which was already started", index=index
             )
+        kind = block.get("type")
+        if type(kind) is not str:
+            raise MalformedChunkError(
+                f"content_block_start {index}: the block's type must be a string, got "
+                f"{excerpt(kind, 40)}",
+                index=index,
+            )
+        state = self._choices[0]
+        if kind == "text" or kind == "thinking":
+            self._start_text(state, index, block, kind)
         self._blocks[index] = block
         self._open_blocks.add(index)
-        kind = block.get("type")
         if kind != "tool_use" and kind not in _SERVER_CALLS:
             return _NO_EVENTS
-        state = self._choices[0]
         call = self._open(
             state,
             index,
@@ -131,8 +139,24 @@ class _Blocks(Core):
         )
         call.closed = False
         call.server = kind in _SERVER_CALLS
-        started = self._name_known(call) if call.name is not None else None
+        started = self._name_known(call, whole=True) if call.name is not None else None
         return _NO_EVENTS if started is None else (started,)
+
+    def _start_text(self, state: _Choice, index: int, block: dict[str, Any], kind: str) -> None:
+        """Check a text or thinking block's start; text sent in it counts as streamed."""
+        for field, kinds in ((kind, (str,)), ("signature", (str,)), ("citations", (list,))):
+            value = block.get(field)
+            if value is not None and type(value) not in kinds:
+                raise MalformedChunkError(
+                    f"content_block_start {index}: a {kind} block's {field} must be a "
+                    f"{kinds[0].__name__}, got {type(value).__name__}",
+                    index=index,
+                )
+        text = block.get(kind)
+        if text:
+            self._write(state, "content" if kind == "text" else "reasoning", kind, text)
+            self._texts[index] = io.StringIO(text)
+            self._texts[index].seek(0, io.SEEK_END)
 
     def _block(self, data: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         index = self._index(data)
@@ -196,7 +220,14 @@ class _Blocks(Core):
             # No input pieces: a tool without parameters sends only "" (or nothing), or a
             # proxy put the whole input in the start event.
             given = block.get("input")
-            whole = json.dumps(given) if isinstance(given, dict) and given else "{}"
+            try:
+                whole = json.dumps(given) if isinstance(given, dict) and given else "{}"
+            except (RecursionError, ValueError, TypeError) as error:
+                raise MalformedChunkError(
+                    f"tool block {index}: its input cannot be written as JSON "
+                    f"({type(error).__name__})",
+                    index=index,
+                ) from None
             self.set_final_arguments(call, whole, "the tool block's input")
         call.closed = True
 
@@ -221,7 +252,9 @@ class AnthropicReader(_Blocks):
                         and delta["type"] == "input_json_delta"
                     ):
                         piece = delta["partial_json"]
-                        call = self._calls0[event["index"]]
+                        index = event["index"]
+                        if type(index) is int:
+                            call = self._calls0[index]
                 elif event.type == "content_block_delta":  # type: ignore[attr-defined]
                     delta = event.delta  # type: ignore[attr-defined]
                     if delta.type == "input_json_delta":
@@ -279,6 +312,7 @@ class AnthropicReader(_Blocks):
             self._message_delta(data)
         else:  # message_stop
             self._ended = True
+            self._fast = False  # every later event takes the full path, which refuses it
             state = self._choices[0]
             if state.finish_reason is not None:
                 state.outcome = _OUTCOMES.get(state.finish_reason, "stop")
@@ -309,14 +343,9 @@ class AnthropicReader(_Blocks):
                 items.append(CallItem(index, _render_call(block)))
                 continue
             text = self._texts.get(index)
-            if kind == "text":
-                block["text"] = (block.get("text") or "") + (
-                    "" if text is None else text.getvalue()
-                )
-            elif kind == "thinking":
-                block["thinking"] = (block.get("thinking") or "") + (
-                    "" if text is None else text.getvalue()
-                )
+            if kind == "text" or kind == "thinking":
+                # The start's text is the first piece of it (``_start_text``).
+                block[kind] = "" if text is None else text.getvalue()
             extra = self._extra.get(index)
             if extra:
                 if "signature" in extra:

@@ -12,7 +12,10 @@ Rules (``ResponsesReader.feed``):
    ``MalformedChunkError``.
 3. Argument deltas are provisional: ``function_call_arguments.done``, then the item of
    ``output_item.done``, then ``response.completed``'s ``output[i]`` each give the final value
-   (the core's ``set_final_arguments``). ``custom_tool_call`` input is free-form text.
+   (the core's ``set_final_arguments``); a delta after a final value is a
+   ``MalformedChunkError``. The terminal event's ``output`` items are matched to the stream's
+   by ``call_id`` (calls) or ``id``, then by position: proxies leave out items they streamed.
+   ``custom_tool_call`` input is free-form text.
 4. A call is closed by its ``output_item.done`` (or its place in the terminal event's
    ``output``) with ``status`` ``completed``; ``in_progress`` or ``incomplete`` leaves it
    open, which the close reports as a ``TruncatedToolCallError``.
@@ -23,7 +26,9 @@ Rules (``ResponsesReader.feed``):
    ``MalformedChunkError``.
 6. Text: ``output_text`` deltas become ``content`` in output order, refusal deltas
    ``refusal``, reasoning summary and reasoning text ``reasoning``. Every item (reasoning
-   with ``encrypted_content``, server calls, messages) is kept verbatim in ``items``.
+   with ``encrypted_content``, server calls, messages) is kept verbatim in ``items``; a
+   message never sent in its final form goes back with the text streamed for it. A message
+   item cannot turn into a call, nor a call into anything else.
 7. An event of another wire (``choices``, an Anthropic type) is a ``MalformedChunkError``.
 """
 
@@ -136,7 +141,7 @@ class _Items(Core):
         first = item.get(field)
         if first:
             self._piece(state, call, first)
-        started = self._name_known(call) if call.name is not None else None
+        started = self._name_known(call, whole=True) if call.name is not None else None
         return _NO_EVENTS if started is None else (started,)
 
     def _delta(self, data: dict[str, Any]) -> Sequence[ToolCallStarted]:
@@ -181,6 +186,12 @@ class _Items(Core):
             return None
         state = self._choices[0]
         started: ToolCallStarted | None = None
+        if call is None and before is not None:
+            raise MalformedChunkError(
+                f"{source} at output_index {index} is a {kind} item, where a "
+                f"{excerpt(before.get('type'), 40)} item was opened",
+                index=index,
+            )
         if call is None:
             # Never opened (a server that sends only the final output): open it now.
             self._items.pop(index)
@@ -224,7 +235,9 @@ class ResponsesReader(_Items):
                 if type(event) is dict:
                     if event["type"] == _DELTA:
                         piece = event["delta"]
-                        call = self._calls0[event["output_index"]]
+                        index = event["output_index"]
+                        if type(index) is int:  # not True, which a dict takes for 1
+                            call = self._calls0[index]
                 elif event.type == _DELTA:  # type: ignore[attr-defined]
                     # An SDK event: its attributes, as model_dump() costs ten times more.
                     piece = event.delta  # type: ignore[attr-defined]
@@ -277,6 +290,8 @@ class ResponsesReader(_Items):
         return (self._index(data), part if type(part) is int else 0, what)
 
     def _write_text(self, data: dict[str, Any], what: str, field: str) -> Sequence[ToolCallStarted]:
+        # Text for an index never opened is kept: minimal servers skip output_item.added for
+        # messages, and text can never make a half-built call.
         key = self._key(data, what)
         text = self._charge_text(self._choices[0], excerpt(data.get("type"), 60), data.get(field))
         buffer = self._text.get(key)
@@ -303,11 +318,13 @@ class ResponsesReader(_Items):
             error = response.get("error")
             _raise_error(error if isinstance(error, dict) else response, "response.failed: ")
         self._ended = kind
+        self._fast = False  # every later event takes the full path, which refuses it
         output = response.get("output")
         started: list[ToolCallStarted] = []
         if isinstance(output, list):
-            for index, item in enumerate(output):
-                event = self._final_item(index, _item(item, kind + " output"), f"{kind} output")
+            items = [_item(item, kind + " output") for item in output]
+            for index, item in zip(self._placed(items), items, strict=True):
+                event = self._final_item(index, item, f"{kind} output")
                 if event is not None:
                     started.append(event)
         usage = response.get("usage")
@@ -325,6 +342,39 @@ class ResponsesReader(_Items):
             state.outcome = "content_filter" if reason == "content_filter" else "length"
         return started
 
+    def _placed(self, items: list[dict[str, Any]]) -> list[int]:
+        """The output_index of each item of a terminal ``output`` list.
+
+        A call is found by its ``call_id``, another item by its ``id``; an item found by
+        neither takes its position when that holds nothing or an item of its type, else the
+        next free index. Proxies send ``output`` without items they streamed (a reasoning
+        item before a call), so a position alone cannot say which item it is.
+        """
+        calls = {c.id: i for i, c in self._calls0.items() if type(c.id) is str}
+        ids: dict[str, int] = {}
+        for at, known in self._items.items():
+            ident = known.get("id")
+            if type(ident) is str:
+                ids.setdefault(ident, at)
+        taken: set[int] = set()
+        placed: list[int] = []
+        for position, item in enumerate(items):
+            call_id, ident = item.get("call_id"), item.get("id")
+            index: int | None = None
+            if item["type"] in _CALLS and type(call_id) is str:
+                index = calls.get(call_id)
+            if index is None and type(ident) is str:
+                index = ids.get(ident)
+            if index is None or index in taken:
+                before = self._items.get(position)
+                if position not in taken and (before is None or before["type"] == item["type"]):
+                    index = position
+                else:
+                    index = max([*self._items, *taken, position]) + 1
+            taken.add(index)
+            placed.append(index)
+        return placed
+
     # -- the end -----------------------------------------------------------------------
 
     def _settle(self) -> None:
@@ -335,10 +385,22 @@ class ResponsesReader(_Items):
         for what, pieces in parts.items():
             if pieces:
                 setattr(state, what, io.StringIO("".join(pieces)))
+        streamed: dict[int, list[dict[str, Any]]] = {}
+        for (index, _, what), buffer in sorted(self._text.items(), key=lambda kv: kv[0]):
+            if what == "content":
+                part = {"type": "output_text", "text": buffer.getvalue(), "annotations": []}
+            elif what == "refusal":
+                part = {"type": "refusal", "refusal": buffer.getvalue()}
+            else:
+                continue
+            streamed.setdefault(index, []).append(part)
         items: list[dict[str, Any] | CallItem] = []
         for index in sorted(self._items):
             item = self._items[index]
-            if item.get("type") in _CALLS and index in self._calls0:
+            if item["type"] == "message" and not item.get("content") and index in streamed:
+                # Never sent in its final form: what was streamed is its content.
+                item = {**item, "content": streamed[index]}
+            if item["type"] in _CALLS and index in self._calls0:
                 field = "arguments" if self._calls0[index].json else "input"
                 items.append(CallItem(index, _render_call(item, field)))
             else:
@@ -351,9 +413,15 @@ class ResponsesReader(_Items):
 
 
 def _item(value: object, source: str) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    raise MalformedChunkError(f"{source}: the item must be an object, got {type(value).__name__}")
+    if not isinstance(value, dict):
+        raise MalformedChunkError(
+            f"{source}: the item must be an object, got {type(value).__name__}"
+        )
+    if type(value.get("type")) is not str:
+        raise MalformedChunkError(
+            f"{source}: the item's type must be a string, got {excerpt(value.get('type'), 40)}"
+        )
+    return value
 
 
 def _raise_error(data: dict[str, Any], where: str = "") -> None:
