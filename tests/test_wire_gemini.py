@@ -669,3 +669,69 @@ def test_sdk_signatures_go_back_in_the_wires_own_base64() -> None:
     assert (
         base64.b64decode(kept) == _sdk(events[0]).candidates[0].content.parts[0].thought_signature
     )
+
+
+# -- policies, candidates, the agent loop -----------------------------------------------------
+
+
+def test_an_undeclared_tool_is_refused_when_named() -> None:
+    policy = rt.Policy(tools={"f": None})
+    with pytest.raises(rt.UnknownToolError):
+        turn_of([g_response(g_call("f", {})), g_response(g_open("g")), g_stop()], policy=policy)
+    assert calls(turn_of([g_response(g_call("f", {})), g_stop()], policy=policy)) == [(0, "f", {})]
+
+
+def test_each_candidate_is_a_choice_with_its_own_calls() -> None:
+    both = {
+        "candidates": [
+            {"index": 0, "content": {"parts": [g_open("f")]}},
+            {"index": 1, "content": {"parts": [g_call("g", {"x": 1})]}, "finishReason": "STOP"},
+        ]
+    }
+    rest = {
+        "candidates": [
+            {"index": 0, "content": {"parts": [g_arg("$.y", 2)]}, "finishReason": "STOP"}
+        ]
+    }
+    assembler = rt.Assembler()
+    assembler.feed(both)
+    assembler.feed(rest)
+    first, second = assembler.close_choices()
+    assert (first.choice_index, calls(first)) == (0, [(0, "f", {"y": 2})])
+    assert (second.choice_index, calls(second)) == (1, [(0, "g", {"x": 1})])
+    with pytest.raises(rt.MultipleChoicesError):
+        turn_of([both, rest])
+
+
+def test_the_agent_loop_runs_on_this_wire() -> None:
+    turns = [
+        [g_response(g_call("add", {"a": 1, "b": 2}, id="c1")), g_stop()],
+        [g_response(g_text("It is 3.")), g_stop()],
+    ]
+    sent: list[list[Any]] = []
+
+    def open_stream(messages: list[Any]) -> list[dict[str, Any]]:
+        sent.append(list(messages))
+        return turns[len(sent) - 1]
+
+    question = {"role": "user", "parts": [{"text": "1+2?"}]}
+    conversation = (
+        rt.agent_loop(open_stream, {"add": lambda a, b: a + b}, [question])
+        .pipe(rt.final_conversation())
+        .run()
+    )
+    assert conversation.messages == (
+        question,
+        {
+            "role": "model",
+            "parts": [{"functionCall": {"name": "add", "args": {"a": 1, "b": 2}, "id": "c1"}}],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "add", "id": "c1", "response": {"output": "3"}}}
+            ],
+        },
+        {"role": "model", "parts": [{"text": "It is 3."}]},
+    )
+    assert sent[1] == list(conversation.messages[:3])
