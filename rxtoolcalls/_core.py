@@ -669,15 +669,17 @@ class _Calls(_State):
         piece. Raises ``MalformedChunkError`` for a bad or conflicting path and
         ``LimitExceededError`` past the limits.
         """
-        state = self._choices[call.choice_index]
-        where = _where(state.index, call.index, call.name)
         if type(path) is not str:
             raise MalformedChunkError(
-                f"{where}: jsonPath must be a string, got {type(path).__name__}", **_at(call)
+                f"{_where(call.choice_index, call.index, call.name)}: jsonPath must be a "
+                f"string, got {type(path).__name__}",
+                **_at(call),
             )
         if call.size or call.final is not None:
             raise MalformedChunkError(
-                f"{where}: arguments set by path after arguments sent whole", **_at(call)
+                f"{_where(call.choice_index, call.index, call.name)}: arguments set by path "
+                f"after arguments sent whole",
+                **_at(call),
             )
         tree = call.tree
         if tree is None:
@@ -686,6 +688,7 @@ class _Calls(_State):
         try:
             added = tree.set(path, value, grows)
         except PathError as exc:
+            where = _where(call.choice_index, call.index, call.name)
             if exc.too_deep:
                 raise LimitExceededError(
                     f"{where}: {exc} (Limits.max_depth, {self._policy.limits.max_depth})",
@@ -696,6 +699,7 @@ class _Calls(_State):
             raise MalformedChunkError(f"{where}: {exc}", **_at(call)) from exc
         self._path_room -= added
         if tree.size > self._max_call or self._path_room < 0:
+            where = _where(call.choice_index, call.index, call.name)
             which, limit = (
                 ("max_call_arguments", self._max_call)
                 if tree.size > self._max_call

@@ -102,12 +102,14 @@ class PathTree:
     value and key set, never less than a few characters per new entry.
     """
 
-    __slots__ = ("_max_depth", "root", "size")
+    __slots__ = ("_max_depth", "growing", "root", "size")
 
     def __init__(self, max_depth: int) -> None:
         self.root: dict[str, Any] = {}
         self.size = 2
         self._max_depth = max_depth
+        # The strings still growing, by path: a wire's next piece for one skips the walk.
+        self.growing: dict[str, _Text] = {}
 
     def set(self, path: str, value: object, grows: bool) -> int:
         """Set ``value`` (a ``str``, number, ``bool`` or ``None``) at ``path``.
@@ -115,6 +117,14 @@ class PathTree:
         A ``str`` appends to the string there while it grows; ``grows`` says whether this
         fragment's string continues. Returns the characters it added to ``size``.
         """
+        text = self.growing.get(path)
+        if text is not None and type(value) is str:
+            text.pieces.append(value)
+            self.size += len(value)
+            if not grows:
+                text.open = False
+                del self.growing[path]
+            return len(value)
         found = steps(path)
         if not found:
             raise PathError("the path '$' sets the whole object, not a value in it")
@@ -124,8 +134,7 @@ class PathTree:
         node: Any = self.root
         for step, after in pairwise(found):
             node = self._child(node, step, {} if type(after) is str else [], path)
-        last = found[-1]
-        self._leaf(node, last, value, grows, path)
+        self._leaf(node, found[-1], value, grows, path)
         return self.size - before
 
     def _fits(self, node: Any, step: str | int, path: str) -> bool:
@@ -167,16 +176,23 @@ class PathTree:
 
     def _leaf(self, node: Any, step: str | int, value: object, grows: bool, path: str) -> None:
         if self._fits(node, step, path):
+            # An open string is in ``growing`` under the path it was first set by; another
+            # spelling of that path ($.a and $['a']) reaches it here.
             held = node[step]
             if type(value) is str and isinstance(held, _Text) and held.open:
                 held.pieces.append(value)
                 held.open = grows
                 self.size += len(value)
+                if not grows:
+                    self.growing = {p: t for p, t in self.growing.items() if t is not held}
                 return
             raise PathError(f"the path {_shown(path)} was set before: a value is set once")
         if type(value) is str:
-            self._put(node, step, _Text(value, grows))
+            text = _Text(value, grows)
+            self._put(node, step, text)
             self.size += len(value) + 2
+            if grows:
+                self.growing[path] = text
         else:
             self._put(node, step, value)
             self.size += 4 if value is None or type(value) is bool else len(repr(value))

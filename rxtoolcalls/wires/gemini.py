@@ -43,6 +43,7 @@ from typing import Any
 
 from .._core import _NO_EVENTS, Call, Core, _Choice, as_dict, attr
 from .._errors import MalformedChunkError, excerpt, provider_error
+from .._paths import PathTree
 from .._policy import DEFAULT, Policy
 from .._types import CallItem, ToolCall, ToolCallStarted
 
@@ -133,7 +134,10 @@ def _signed(
     extra: dict[str, Any], render: Callable[[ToolCall], dict[str, Any]]
 ) -> Callable[[ToolCall], dict[str, Any]]:
     def signed(call: ToolCall) -> dict[str, Any]:
-        return {**extra, **render(call)}
+        rendered = render(call)
+        for key, value in extra.items():
+            rendered.setdefault(key, value)
+        return rendered
 
     return signed
 
@@ -376,6 +380,54 @@ class GeminiReader(_Parts):
     __slots__ = ()
 
     wire = "gemini"
+
+    def feed(self, event: object) -> Sequence[ToolCallStarted]:
+        """Apply one response; return the calls it named (usually none)."""
+        # Fast path, one more piece of a string still growing in the open streamed call:
+        # the bulk of a call with streamed arguments. Anything else takes the full path.
+        if self._fast and type(event) is dict:
+            tree: PathTree | None = None
+            try:
+                [candidate] = event["candidates"]
+                [part] = candidate["content"]["parts"]
+                function_call = part["functionCall"]
+                [entry] = function_call["partialArgs"]
+                call = self._candidates[0].open
+                if (
+                    len(part) == 1
+                    and len(function_call) == 2
+                    and function_call["willContinue"] is True
+                    and "finishReason" not in candidate
+                    and candidate.get("index", 0) == 0
+                    and "error" not in event
+                    and call is not None
+                    and len(entry) <= 3
+                ):
+                    piece = entry["stringValue"]
+                    path = entry["jsonPath"]
+                    usage = event.get("usageMetadata")
+                    tree = call.tree
+            except Exception:  # noqa: BLE001 - the full path reads it again and reports
+                pass
+            text = None if tree is None else tree.growing.get(path)
+            if (
+                text is not None
+                and tree is not None
+                and type(piece) is str
+                and (usage is None or type(usage) is dict)
+                and tree.size + len(piece) <= self._max_call
+                and self._path_room >= len(piece)
+            ):
+                text.pieces.append(piece)
+                tree.size += len(piece)
+                self._path_room -= len(piece)
+                if entry.get("willContinue") is not True:
+                    text.open = False
+                    del tree.growing[path]
+                if usage is not None:
+                    self.usage = usage
+                return _NO_EVENTS
+        return self._slow_feed(event)
 
     def _feed(self, event: object) -> Sequence[ToolCallStarted]:
         if isinstance(event, str) and event.strip() == "[DONE]":
