@@ -280,6 +280,18 @@ def test_a_bare_name_is_a_call_without_arguments() -> None:
     assert turn.tool_calls[0].arguments == "{}"
 
 
+def test_an_entry_without_a_value_is_skipped_and_a_null_value_is_null() -> None:
+    entries = [
+        {"jsonPath": "$.a", "willContinue": True},
+        {"jsonPath": "$.b", "nullValue": None},
+        {"jsonPath": "$.c", "stringValue": None, "numberValue": 7},
+    ]
+    events = [g_response({"functionCall": {"name": "f", "partialArgs": entries}}), g_stop()]
+    turn = turn_of(events)
+    assert calls(turn) == [(0, "f", {"b": None, "c": 7})]
+    assert turn.normalizations["empty_partial_args"] == 1
+
+
 def test_fragments_that_stop_saying_will_continue_close_the_call() -> None:
     last = {"functionCall": {"partialArgs": [{"jsonPath": "$.a", "numberValue": 1}]}}
     turn = turn_of([g_response(g_open("f")), g_response(last), g_response(g_call("g")), g_stop()])
@@ -298,6 +310,18 @@ def test_max_tokens_in_the_middle_of_streamed_arguments_is_truncated() -> None:
             run(events)
         assert caught.value.finish_reason == "MAX_TOKENS"
         assert caught.value.name == "write"
+
+
+def test_nothing_is_taken_after_the_finish_even_for_the_call_left_open() -> None:
+    events = [
+        g_response(g_open("write")),
+        g_response(g_arg("$.text", "Once", more=True), finish="MAX_TOKENS"),
+        g_response(g_arg("$.text", " upon", more=True)),
+    ]
+    with pytest.raises(rt.MalformedChunkError, match="after its finishReason"):
+        turn_of(events)
+    with pytest.raises(rt.TruncatedToolCallError):
+        turn_of(events[:2])
 
 
 def test_max_tokens_with_a_whole_call_is_truncated_and_with_prose_is_emitted() -> None:
@@ -400,7 +424,16 @@ def test_fragments_without_an_open_call_and_broken_parts_are_malformed() -> None
     broken: list[list[Any]] = [
         [g_response(g_arg("$.a", 1))],
         [g_response(G_CLOSE)],
-        [g_response({"functionCall": {"name": "f", "partialArgs": [{"jsonPath": "$.a"}]}})],
+        [
+            g_response(
+                {
+                    "functionCall": {
+                        "name": "f",
+                        "partialArgs": [{"jsonPath": "$.a", "numberValue": 1, "boolValue": True}],
+                    }
+                }
+            )
+        ],
         [g_response({"functionCall": {"name": "f", "args": [1]}})],
         [g_response({"functionCall": {"name": "f", "args": {}, "partialArgs": []}})],
         [g_response({"functionCall": "f"})],
@@ -735,3 +768,16 @@ def test_the_agent_loop_runs_on_this_wire() -> None:
         {"role": "model", "parts": [{"text": "It is 3."}]},
     )
     assert sent[1] == list(conversation.messages[:3])
+
+
+def test_sdk_objects_of_a_blocked_prompt_and_of_an_error_free_stream() -> None:
+    pytest.importorskip("google.genai")
+    blocked = _sdk({"promptFeedback": {"blockReason": "SAFETY"}})
+    assert blocked.candidates is None
+    with pytest.raises(rt.ContentFilteredError):
+        turn_of([blocked])
+    assembler = rt.Assembler()
+    assembler.feed(blocked)
+    assert assembler.wire == "gemini"
+    mixed = [_sdk(g_response(g_open("f"))), g_response(g_arg("$.a", "x")), _sdk(g_stop())]
+    assert calls(turn_of(mixed)) == [(0, "f", {"a": "x"})]

@@ -15,7 +15,8 @@ Rules (``GeminiReader.feed``):
 4. ``{name, willContinue: true}`` opens a streamed call. Later ``functionCall`` parts without
    a ``name`` are its fragments: each ``partialArgs`` entry sets a value at its ``jsonPath``
    (``stringValue`` growing across entries while they say ``willContinue``, ``numberValue``,
-   ``boolValue``, ``nullValue``). An empty ``functionCall {}``, or fragments that no longer
+   ``boolValue``, ``nullValue``; an entry with no value is skipped, counted as
+   ``empty_partial_args``). An empty ``functionCall {}``, or fragments that no longer
    say ``willContinue``, close it. A call still open when a new named call starts is closed
    there (``implicitly_closed_call``); the last one is complete if the candidate finished
    with ``STOP``, and cut off otherwise. A bad or conflicting path is a
@@ -318,7 +319,16 @@ class _Parts(Core):
                     index=call.index,
                     name=call.name,
                 )
-            kinds = [k for k in _VALUES if k in fragment]
+            # As the wire's JSON writes them: an unset value is absent or null, but a
+            # nullValue is null whatever it holds (protobuf's NullValue writes as null).
+            kinds = [
+                k
+                for k in _VALUES
+                if fragment.get(k) is not None or (k == "nullValue" and k in fragment)
+            ]
+            if not kinds:
+                self._count("empty_partial_args")
+                continue
             if len(kinds) != 1:
                 raise MalformedChunkError(
                     f"candidate {state.index}: a partialArgs entry at "
@@ -493,6 +503,8 @@ class GeminiReader(_Parts):
         if state.outcome == "stop" and candidate.open is not None:
             # The last streamed call may never get its closing part: a normal end closes it.
             self._close_call(candidate, candidate.open)
+        # Any other end leaves it open for good: the close finds it cut off.
+        candidate.open = None
 
     def _prompt_feedback(self, feedback: object) -> None:
         reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
