@@ -44,7 +44,6 @@ from typing import Any
 
 from .._core import _NO_EVENTS, Call, Core, _Choice, as_dict, attr
 from .._errors import MalformedChunkError, excerpt, provider_error
-from .._paths import PathTree
 from .._policy import DEFAULT, Policy
 from .._types import CallItem, ToolCall, ToolCallStarted
 
@@ -395,14 +394,16 @@ class GeminiReader(_Parts):
         """Apply one response; return the calls it named (usually none)."""
         # Fast path, one more piece of a string still growing in the open streamed call:
         # the bulk of a call with streamed arguments. Anything else takes the full path.
-        if self._fast and type(event) is dict:
-            tree: PathTree | None = None
+        first = self._candidates.get(0)
+        call = None if first is None else first.open
+        tree = None if call is None else call.tree
+        if self._fast and tree is not None and tree.growing and type(event) is dict:
+            text = None
             try:
                 [candidate] = event["candidates"]
                 [part] = candidate["content"]["parts"]
                 function_call = part["functionCall"]
                 [entry] = function_call["partialArgs"]
-                call = self._candidates[0].open
                 if (
                     len(part) == 1
                     and len(function_call) == 2
@@ -410,19 +411,16 @@ class GeminiReader(_Parts):
                     and "finishReason" not in candidate
                     and candidate.get("index", 0) == 0
                     and "error" not in event
-                    and call is not None
                     and len(entry) <= 3
                 ):
                     piece = entry["stringValue"]
                     path = entry["jsonPath"]
                     usage = event.get("usageMetadata")
-                    tree = call.tree
+                    text = tree.growing.get(path)
             except Exception:  # noqa: BLE001 - the full path reads it again and reports
                 pass
-            text = None if tree is None else tree.growing.get(path)
             if (
                 text is not None
-                and tree is not None
                 and type(piece) is str
                 and (usage is None or type(usage) is dict)
                 and tree.size + len(piece) <= self._max_call
