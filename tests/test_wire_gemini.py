@@ -781,3 +781,52 @@ def test_sdk_objects_of_a_blocked_prompt_and_of_an_error_free_stream() -> None:
     assert assembler.wire == "gemini"
     mixed = [_sdk(g_response(g_open("f"))), g_response(g_arg("$.a", "x")), _sdk(g_stop())]
     assert calls(turn_of(mixed)) == [(0, "f", {"a": "x"})]
+
+
+# -- anything broken is a typed error ---------------------------------------------------------
+
+_JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=5),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.sampled_from(["name", "args", "jsonPath", "text", "x"]), st.integers()),
+)
+
+
+def _places(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [at]
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            found.extend(_places(inner, (*at, key)))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            found.extend(_places(inner, (*at, index)))
+    return found
+
+
+def _replace(value: Any, at: tuple[Any, ...], new: Any) -> Any:
+    if not at:
+        return new
+    copied = copy.copy(value)
+    copied[at[0]] = _replace(value[at[0]], at[1:], new)
+    return copied
+
+
+@pytest.mark.parametrize("name", GEMINI)
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_a_broken_value_anywhere_is_a_typed_error_or_a_turn(name: str, data: Any) -> None:
+    events = load_wire("gemini", name)
+    at = data.draw(st.integers(0, len(events) - 1))
+    place = data.draw(st.sampled_from(_places(events[at])))
+    events = [*events[:at], _replace(events[at], place, data.draw(_JUNK)), *events[at + 1 :]]
+    for run in (turn_of, rx_turn):
+        try:
+            turn = run(events)
+        except rt.ToolCallStreamError:
+            continue
+        assert isinstance(turn, rt.AssistantTurn)
+        json.dumps(turn.to_message())
