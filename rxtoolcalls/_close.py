@@ -6,7 +6,9 @@
    the other wires always end with a terminal event).
 2. ``length`` (the wire's token ceiling) with a tool call: ``TruncatedToolCallError`` (never
    repaired); with prose only the turn is emitted. ``content_filter``:
-   ``ContentFilteredError``. ``error``: ``ProviderError``. ``stop`` and ``tool_calls`` emit
+   ``ContentFilteredError``. ``invalid_call`` (the provider refused the model's call, Gemini
+   ``MALFORMED_FUNCTION_CALL``): ``InvalidArgumentsError`` with the provider's message.
+   ``error``: ``ProviderError``. ``stop`` and ``tool_calls`` emit
    (``stop`` keeps the calls: OpenAI sends it when ``tool_choice`` forces a function).
    Wires name their finishes their own way; each reader states its finish in these terms
    (``ChoiceEnd.outcome``) and the turn keeps the wire's own ``finish_reason``.
@@ -41,6 +43,7 @@ from ._errors import (
     StreamInterruptedError,
     TruncatedToolCallError,
     UnknownToolError,
+    clip,
     excerpt,
 )
 from ._policy import DEFAULT, Policy, PolicyName, named_policy
@@ -130,6 +133,14 @@ def check_finish(
             raise ContentFilteredError(
                 f"{where}the provider's content filter stopped the turn "
                 f"(finish_reason {said!r}); nothing was emitted",
+                **about,
+            )
+        elif reason == "invalid_call":
+            said_more = f": {clip(choice.message, 300)}" if choice.message else ""
+            raise InvalidArgumentsError(
+                f"{where}the provider refused the model's tool call (finish_reason "
+                f"{said!r}){said_more}; nothing was emitted",
+                hint="retry the request: the model may well get it right the next time",
                 **about,
             )
         elif reason == "error":

@@ -22,6 +22,11 @@ returns the assembled turns or raises one ``ToolCallStreamError``. What every wi
 7. Server-run calls (Anthropic ``server_tool_use``) are parsed like any call but never
    dispatched: they appear in ``AssistantTurn.items`` only. Free-form calls (Responses
    ``custom_tool_call``) are never JSON-parsed.
+8. Arguments may instead arrive as values set at JSON paths (Gemini ``partialArgs``):
+   ``set_path`` builds them (``_paths.PathTree``), charging an estimate of their size to the
+   limits as they come; ``close_paths`` writes them once as the call's only text piece, which
+   then takes the exact limits and is parsed like any other. A call takes one kind or the
+   other, never both.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from ._errors import (
     UnknownToolError,
     excerpt,
 )
+from ._paths import PathError, PathTree
 from ._policy import DEFAULT, Policy
 from ._types import (
     AssistantTurn,
@@ -91,6 +97,7 @@ class Call:
         "server",
         "sink",
         "text",
+        "tree",
         "type",
     )
 
@@ -125,6 +132,8 @@ class Call:
         self.item_id: str | None = None
         self.server = False
         self.json = True
+        # Arguments set by path (rule 8), until ``close_paths`` writes them as text.
+        self.tree: PathTree | None = None
         # What was received so far, kept only when resends must be recognised.
         self.seen: io.StringIO | None = None
         # A StringIO appends as fast as list.append but lets each piece go at once: a list
@@ -163,6 +172,7 @@ class _Choice:
         "calls",
         "content",
         "every",
+        "finish_message",
         "finish_reason",
         "index",
         "items",
@@ -186,6 +196,8 @@ class _Choice:
         self.refusal: io.StringIO | None = None
         self.reasoning: io.StringIO | None = None
         self.finish_reason: str | None = None
+        # What the provider said about its finish (Gemini ``finishMessage``).
+        self.finish_message: str | None = None
         # The finish in Chat Completions terms, where the wire's own finish_reason differs.
         self.outcome: str | None = None
         # The wire's output in order (verbatim items, and calls rendered once built).
@@ -210,6 +222,7 @@ class _Choice:
             ),
             self.outcome,
             self.items,
+            self.finish_message,
         )
 
 
@@ -284,6 +297,19 @@ def event_dict(event: object, what: str) -> dict[str, Any]:
     return dumped
 
 
+def _object_text(call: Call, value: dict[str, Any]) -> str:
+    """Arguments sent as an object, as the strict JSON text the core keeps."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        # An int past 4300 digits, NaN, a nesting too deep to write.
+        raise MalformedChunkError(
+            f"{_where(call.choice_index, call.index, call.name)}: the object arguments "
+            f"cannot be written as JSON ({type(exc).__name__})",
+            **_at(call),
+        ) from exc
+
+
 def _at(call: Call) -> dict[str, Any]:
     """Where an error about ``call`` happened, for its diagnostics."""
     return {
@@ -310,6 +336,7 @@ class _State:
         "_on_error",
         "_on_open",
         "_opened",
+        "_path_room",
         "_policy",
         "_resend",
         "_stopped",
@@ -338,6 +365,8 @@ class _State:
         self._max_call = policy.limits.max_call_arguments
         self._budget = policy.limits.max_turn_arguments
         self._text_room = policy.limits.max_text
+        # Characters that values set by path may still take in this turn (an estimate).
+        self._path_room = policy.limits.max_turn_arguments
         self._max_identifier = policy.limits.max_identifier
         # The fast path only counts; recoveries that inspect pieces take the full path.
         self._fast = not policy.needs_piece_checks
@@ -521,15 +550,7 @@ class _Calls(_State):
         policy = self._policy
         if not isinstance(piece, str):
             if policy.object_arguments and isinstance(piece, dict) and call.size == 0:
-                try:
-                    piece = json.dumps(piece, ensure_ascii=False, allow_nan=False)
-                except (TypeError, ValueError, RecursionError) as exc:
-                    # An int past 4300 digits, NaN, a nesting too deep to write.
-                    raise MalformedChunkError(
-                        f"{_where(state.index, call.index, call.name)}: the object arguments "
-                        f"cannot be written as JSON ({type(exc).__name__})",
-                        **_at(call),
-                    ) from exc
+                piece = _object_text(call, piece)
                 self._count("object_arguments")
                 call.object_payload = True
             else:
@@ -658,6 +679,81 @@ class _Calls(_State):
             self._budget -= grown
         self._count("replaced_provisional_arguments")
         call.final = value
+
+    def set_path(self, call: Call, path: object, value: object, grows: bool) -> None:
+        """Set one value of ``call``'s arguments at a JSON path (rule 8).
+
+        A ``str`` value grows the string at ``path`` while ``grows`` was said of its last
+        piece. Raises ``MalformedChunkError`` for a bad or conflicting path and
+        ``LimitExceededError`` past the limits.
+        """
+        if type(path) is not str:
+            raise MalformedChunkError(
+                f"{_where(call.choice_index, call.index, call.name)}: jsonPath must be a "
+                f"string, got {type(path).__name__}",
+                **_at(call),
+            )
+        if call.size or call.final is not None:
+            raise MalformedChunkError(
+                f"{_where(call.choice_index, call.index, call.name)}: arguments set by path "
+                f"after arguments sent whole",
+                **_at(call),
+            )
+        tree = call.tree
+        if tree is None:
+            tree = call.tree = PathTree(self._policy.limits.max_depth)
+            self._path_room -= tree.size
+        try:
+            added = tree.set(path, value, grows)
+        except PathError as exc:
+            where = _where(call.choice_index, call.index, call.name)
+            if exc.too_deep:
+                raise LimitExceededError(
+                    f"{where}: {exc} (Limits.max_depth, {self._policy.limits.max_depth})",
+                    limit="max_depth",
+                    value=self._policy.limits.max_depth,
+                    **_at(call),
+                ) from exc
+            raise MalformedChunkError(f"{where}: {exc}", **_at(call)) from exc
+        self._path_room -= added
+        if tree.size > self._max_call or self._path_room < 0:
+            where = _where(call.choice_index, call.index, call.name)
+            which, limit = (
+                ("max_call_arguments", self._max_call)
+                if tree.size > self._max_call
+                else ("max_turn_arguments", self._policy.limits.max_turn_arguments)
+            )
+            raise LimitExceededError(
+                f"{where}: the arguments set by path passed Limits.{which} ({limit:,} "
+                f"characters); nothing past it was kept",
+                limit=which,
+                value=limit,
+                **_at(call),
+            )
+
+    def set_object_arguments(self, call: Call, value: dict[str, Any]) -> None:
+        """Take arguments the wire sends whole, as an object (Gemini ``args``).
+
+        Written once as strict JSON, which then takes the limits like any piece.
+        """
+        if call.size or call.tree is not None or call.final is not None:
+            raise MalformedChunkError(
+                f"{_where(call.choice_index, call.index, call.name)}: whole arguments after "
+                f"other arguments",
+                **_at(call),
+            )
+        self._piece(self._choices[call.choice_index], call, _object_text(call, value))
+
+    def close_paths(self, call: Call) -> None:
+        """Write the values set by path as the call's arguments (``{}`` when none were)."""
+        tree = call.tree
+        if tree is None:
+            if call.size == 0 and call.final is None:
+                self._piece(self._choices[call.choice_index], call, "{}")
+            return
+        call.tree = None
+        self._path_room += tree.size
+        self._piece(self._choices[call.choice_index], call, tree.text())
 
     def _grant(self, call: Call, size: int) -> None:
         """Reserve the next characters ``call`` (now ``size`` long) may take on the fast path."""

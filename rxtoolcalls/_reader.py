@@ -3,8 +3,9 @@
 ``reader(policy, wire=...)`` makes the reader every operator and the ``Assembler`` use. With
 ``wire=None`` the first event that identifies a wire decides it: a chunk with ``choices`` is
 Chat Completions, a ``type`` starting with ``response.`` is Responses, an Anthropic event type
-is Anthropic. Events that identify nothing (an in-band ``error`` before anything else) are
-read on their own. Once decided, an event of another wire is a ``MalformedChunkError``.
+is Anthropic, ``candidates`` (or ``promptFeedback``) is Gemini. Events that identify nothing
+(an in-band ``error`` before anything else) are read on their own. Once decided, an event of
+another wire is a ``MalformedChunkError``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ._close import resolve_policy, single_turn
 from ._core import _NO_EVENTS, Call, Core, attr
 from ._policy import DEFAULT, Policy, PolicyName
 from ._types import AssistantTurn, StreamEnd, ToolCallStarted, Wire
-from .wires import anthropic, responses
+from .wires import anthropic, gemini, responses
 from .wires.chat import ChatReader
 
 __all__ = ["Assembler", "detect_wire", "reader", "resolve_wire"]
@@ -43,12 +44,17 @@ def detect_wire(event: object) -> Wire | None:
     if isinstance(event, dict):
         if "choices" in event or event.get("object") == "chat.completion.chunk":
             return "chat"
+        if gemini.identifies(event):
+            return "gemini"
         kind = event.get("type")
     elif event is None or isinstance(event, str | bytes | int | float | list | tuple):
         return None
     else:
         if attr(event, "choices") is not None:
             return "chat"
+        fields = attr(type(event), "model_fields")
+        if isinstance(fields, dict) and "candidates" in fields:
+            return "gemini"
         kind = attr(event, "type")
     if type(kind) is not str:
         return None
@@ -70,6 +76,7 @@ def _make(
         "chat": ChatReader,
         "responses": responses.ResponsesReader,
         "anthropic": anthropic.AnthropicReader,
+        "gemini": gemini.GeminiReader,
     }[wire]
     return kind(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
 
@@ -189,9 +196,10 @@ class Assembler:
     >>> a.close().content
     'Hi'
 
-    ``feed(event)`` applies one event (a Chat chunk, a Responses or an Anthropic event, as a
-    dict or an SDK object) and returns a ``ToolCallStarted`` for every call it named. The
-    wire is detected from the first event that identifies it, or forced with ``wire=``.
+    ``feed(event)`` applies one event (a Chat chunk, a Responses or an Anthropic event, a
+    Gemini response, as a dict or an SDK object) and returns a ``ToolCallStarted`` for every
+    call it named. The wire is detected from the first event that identifies it, or forced
+    with ``wire=``.
     Cost: O(1) per fragment, one copy and one ``json.loads`` per call at ``close``.
     """
 

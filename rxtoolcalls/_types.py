@@ -22,8 +22,9 @@ __all__ = [
     "tool_content",
 ]
 
-Wire: TypeAlias = Literal["chat", "responses", "anthropic"]
-"""The streaming formats read: OpenAI Chat Completions, OpenAI Responses, Anthropic Messages."""
+Wire: TypeAlias = Literal["chat", "responses", "anthropic", "gemini"]
+"""The streaming formats read: OpenAI Chat Completions, OpenAI Responses, Anthropic Messages,
+Google Gemini ``streamGenerateContent``."""
 
 
 def _finite(value: object) -> object:
@@ -62,6 +63,11 @@ def tool_content(value: object, default: Callable[[Any], Any] | None = None) -> 
         return json.dumps(_finite(value), allow_nan=False, default=finite_default)
 
 
+def _json(value: object) -> Any:
+    """``value`` as plain JSON data (non-finite floats as null, as ``tool_content`` writes)."""
+    return json.loads(tool_content(value))
+
+
 def _error_text(value: BaseException) -> str:
     return f"{type(value).__name__}: {value}" if str(value) else type(value).__name__
 
@@ -90,11 +96,11 @@ class ToolCall:
     """One complete tool call whose ``arguments`` parsed as a JSON object.
 
     ``index`` is the wire's key (Chat ``index``, Responses ``output_index``, Anthropic block
-    ``index``); ``id`` is the id its answer quotes (Responses ``call_id``, Anthropic
-    ``toolu_…``). ``type`` is ``"function"`` for JSON arguments on every wire, ``"custom"``
-    for a Responses custom tool, whose free-form ``arguments`` are never parsed (its
-    ``parsed_arguments`` is empty). ``item_id`` is the Responses item id (``fc_…``), kept for
-    diagnostics and the round trip.
+    ``index``, Gemini order of appearance); ``id`` is the id its answer quotes (Responses
+    ``call_id``, Anthropic ``toolu_…``, Gemini's own or a synthesized one). ``type`` is
+    ``"function"`` for JSON arguments on every wire, ``"custom"`` for a Responses custom
+    tool, whose free-form ``arguments`` are never parsed (its ``parsed_arguments`` is empty).
+    ``item_id`` is the Responses item id (``fc_…``), kept for diagnostics and the round trip.
     """
 
     index: int
@@ -137,8 +143,9 @@ class AssistantTurn:
     wire: Wire = "chat"
     """The format the turn was streamed in; ``to_message`` and ``tool_messages`` answer in it."""
     items: tuple[dict[str, Any], ...] = field(default=(), hash=False, repr=False)
-    """Responses output items, or Anthropic content blocks, in order: verbatim (reasoning,
-    signatures, server calls and their results), calls as assembled. Empty on Chat."""
+    """Responses output items, Anthropic content blocks or Gemini parts, in order: verbatim
+    (reasoning, signatures, server calls and their results), calls as assembled. Empty on
+    Chat."""
 
     @property
     def has_tool_calls(self) -> bool:
@@ -166,6 +173,8 @@ class AssistantTurn:
                 return [dict(item) for item in self.items]
             text = self.content if self.content is not None else empty_content
             return [] if text is None else [{"role": "assistant", "content": text}]
+        if self.wire == "gemini":
+            return {"role": "model", "parts": [dict(part) for part in self.items]}
         if self.wire == "anthropic":
             blocks = [
                 dict(block)
@@ -191,7 +200,10 @@ class AssistantTurn:
 
         Chat: one ``{"role": "tool", "tool_call_id", "content"}`` per call. Responses: one
         ``function_call_output`` (``custom_tool_call_output``) item per call. Anthropic: one
-        user message of ``tool_result`` blocks. ``results`` maps each call id to its result,
+        user message of ``tool_result`` blocks. Gemini: one user ``Content`` of
+        ``functionResponse {name, id?, response}`` parts (a mapping is the response itself, an
+        exception ``{"error": text}``, anything else ``{"output": value}``; the id only where
+        the model sent one). ``results`` maps each call id to its result,
         or lists the results in call order. A ``str`` is sent as is, an exception as its text
         (Anthropic marks it ``is_error``), anything else as JSON (``tool_content``). Raises
         ``ValueError`` unless there is exactly one result per call.
@@ -213,6 +225,8 @@ class AssistantTurn:
                 }
                 for call, text in zip(self.tool_calls, texts, strict=True)
             ]
+        if self.wire == "gemini":
+            return self._function_responses(values)
         if self.wire == "anthropic":
             blocks: list[dict[str, Any]] = []
             for call_id, value, text in zip(ids, values, texts, strict=True):
@@ -229,6 +243,30 @@ class AssistantTurn:
             {"role": "tool", "tool_call_id": call_id, "content": text}
             for call_id, text in zip(ids, texts, strict=True)
         ]
+
+    def _function_responses(self, values: list[object]) -> list[dict[str, Any]]:
+        """One user content of ``functionResponse`` parts, in call order (Gemini)."""
+        # Only ids the model sent go back: a made-up one means nothing to the API.
+        sent = {
+            part["functionCall"]["id"]
+            for part in self.items
+            if isinstance(part.get("functionCall"), dict) and "id" in part["functionCall"]
+        }
+        parts: list[dict[str, Any]] = []
+        for call, value in zip(self.tool_calls, values, strict=True):
+            response: dict[str, Any]
+            if isinstance(value, BaseException):
+                response = {"error": _error_text(value)}
+            elif isinstance(value, Mapping):
+                response = json.loads(tool_content(value))
+            else:
+                response = {"output": value if isinstance(value, str) else _json(value)}
+            answer: dict[str, Any] = {"name": call.name}
+            if call.id in sent:
+                answer["id"] = call.id
+            answer["response"] = response
+            parts.append({"functionResponse": answer})
+        return [{"role": "user", "parts": parts}] if parts else []
 
     def exchange(
         self, results: Mapping[str, object] | Sequence[object], empty_content: str | None = None
@@ -350,6 +388,8 @@ class ChoiceEnd:
     outcome: str | None = None
     """The finish in Chat Completions terms, where the wire's own ``finish_reason`` differs."""
     items: tuple[dict[str, Any] | CallItem, ...] = ()
+    message: str | None = None
+    """What the provider said about the finish (Gemini ``finishMessage``)."""
 
 
 @dataclass(frozen=True, slots=True)

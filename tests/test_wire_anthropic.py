@@ -320,6 +320,6 @@ def test_forcing_the_wrong_wire_is_a_typed_error() -> None:
     with pytest.raises(rt.MalformedChunkError):
         rx_turn(events, wire="chat")
     with pytest.raises(ValueError, match="no wire is named"):
-        rt.assemble(wire="gemini")  # type: ignore[arg-type]
+        rt.assemble(wire="vertex")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         rt.assemble(wire=3)  # type: ignore[arg-type]

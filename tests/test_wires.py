@@ -17,6 +17,10 @@ from tests.wire_builders import (
     a_end,
     a_start,
     a_tool,
+    g_call,
+    g_response,
+    g_stop,
+    g_text,
     load_wire,
     load_wire_lines,
     r_call,
@@ -86,6 +90,7 @@ def test_a_stream_that_mixes_wires_is_malformed() -> None:
     chat = load_fixture("openai__single_tool_call")
     responses = [r_created(), *r_call(0, "c", "f", "{}"), r_completed([])]
     anthropic = [a_start(), *a_tool(0, "toolu_a", "f", "{}"), *a_end()]
+    gemini = [g_response(g_text("a")), g_response(g_call("f", {})), g_stop()]
     for first, second in (
         (chat, responses),
         (responses, anthropic),
@@ -93,6 +98,12 @@ def test_a_stream_that_mixes_wires_is_malformed() -> None:
         (anthropic, responses),
         (responses, chat),
         (chat, anthropic),
+        (chat, gemini),
+        (gemini, chat),
+        (responses, gemini),
+        (gemini, responses),
+        (anthropic, gemini),
+        (gemini, anthropic),
     ):
         mixed = [*first[:3], *second[:3], *first[3:]]
         with pytest.raises(rt.MalformedChunkError):
@@ -114,6 +125,10 @@ def test_assembler_reports_its_wire() -> None:
     assembler.feed(a_start())
     assert (before, assembler.wire) == (None, "anthropic")
     assert rt.Assembler(wire="responses").wire == "responses"
+    assert rt.Assembler(wire="gemini").wire == "gemini"
+    gemini = rt.Assembler()
+    gemini.feed(g_response(g_text("Hi")))
+    assert gemini.wire == "gemini"
     chat = rt.Assembler()
     chat.feed(load_fixture("openai__single_tool_call")[0])
     assert chat.wire == "chat"

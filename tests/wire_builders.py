@@ -230,3 +230,56 @@ def a_end(stop_reason: str = "tool_use") -> list[Event]:
 
 
 PING: Event = {"type": "ping"}
+
+
+# -- Gemini -------------------------------------------------------------------------------
+
+
+def g_response(*parts: Event, finish: str | None = None, **candidate: Any) -> Event:
+    """One ``GenerateContentResponse`` with one candidate holding ``parts``."""
+    body: Event = {"content": {"role": "model", "parts": list(parts)}, **candidate}
+    if finish is not None:
+        body["finishReason"] = finish
+    return {"candidates": [body], "modelVersion": "gemini-test"}
+
+
+def g_text(text: str, thought: bool = False) -> Event:
+    return {"text": text, "thought": True} if thought else {"text": text}
+
+
+def g_call(name: str, args: dict[str, Any] | None = None, id: str | None = None) -> Event:
+    call: Event = {"name": name}
+    if args is not None:
+        call["args"] = args
+    if id is not None:
+        call["id"] = id
+    return {"functionCall": call}
+
+
+def g_open(name: str) -> Event:
+    return {"functionCall": {"name": name, "willContinue": True}}
+
+
+def g_arg(path: str, value: Any, more: bool = False, kind: str | None = None) -> Event:
+    """A streamed fragment setting ``value`` at ``path`` (its kind from its type)."""
+    if kind is None:
+        kind = (
+            "nullValue"
+            if value is None
+            else "boolValue"
+            if isinstance(value, bool)
+            else "stringValue"
+            if isinstance(value, str)
+            else "numberValue"
+        )
+    entry: Event = {"jsonPath": path, kind: "NULL_VALUE" if kind == "nullValue" else value}
+    if more:
+        entry["willContinue"] = True
+    return {"functionCall": {"partialArgs": [entry], "willContinue": True}}
+
+
+G_CLOSE: Event = {"functionCall": {}}
+
+
+def g_stop(finish: str = "STOP") -> Event:
+    return g_response(g_text(""), finish=finish)

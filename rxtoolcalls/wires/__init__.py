@@ -3,4 +3,5 @@
 - ``chat``: OpenAI Chat Completions chunks (and every "OpenAI-compatible" server).
 - ``responses``: OpenAI Responses API events (``response.*``).
 - ``anthropic``: Anthropic Messages events (``message_start`` … ``message_stop``).
+- ``gemini``: Google Gemini ``streamGenerateContent`` responses (``candidates``).
 """

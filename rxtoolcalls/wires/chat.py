@@ -242,6 +242,11 @@ class _Deltas(_Fragments):
                     f"stream speaks one wire",
                     hint="pass wire='responses' or wire='anthropic' if that is the stream's wire",
                 )
+            if choices is None and "candidates" in chunk:
+                raise MalformedChunkError(
+                    "a Gemini response in a Chat Completions stream: one stream speaks one wire",
+                    hint="pass wire='gemini' if that is the stream's wire",
+                )
             usage = chunk.get("usage")
         else:
             if chunk is None or isinstance(chunk, str | bytes | int | float | list | tuple):

@@ -1,0 +1,520 @@
+"""The Gemini wire: ``streamGenerateContent`` responses onto the core.
+
+Rules (``GeminiReader.feed``):
+
+1. An event is one ``GenerateContentResponse``: a dict (the SSE ``data``, parsed) or a
+   google-genai SDK object (read as the JSON it came from: camelCase keys, every
+   ``thoughtSignature`` in the standard base64 the wire sent). Each candidate is a choice,
+   keyed by its ``index`` (0 when absent); its parts are in ``content.parts``.
+2. A ``functionCall`` part that has a ``name`` opens a call. Calls have no key on this wire:
+   their order of appearance within the candidate is their ``index``. The ``id`` the model
+   sent is kept; without one an id unique across conversations is made (``synthesized_id``).
+3. A call sent whole (``{name, args}``) is complete at once; ``args`` is an object, written
+   as the call's arguments text, so the limits see its serialized size. A bare ``{name}``
+   has no arguments (``{}``).
+4. ``{name, willContinue: true}`` opens a streamed call. Later ``functionCall`` parts without
+   a ``name`` are its fragments: each ``partialArgs`` entry sets a value at its ``jsonPath``
+   (``stringValue`` growing across entries while they say ``willContinue``, ``numberValue``,
+   ``boolValue``, ``nullValue``; an entry with no value is skipped, counted as
+   ``empty_partial_args``). An empty ``functionCall {}``, or fragments that no longer
+   say ``willContinue``, close it. A call still open when a new named call starts is closed
+   there (``implicitly_closed_call``); the last one is complete if the candidate finished
+   with ``STOP``, and cut off otherwise. A bad or conflicting path is a
+   ``MalformedChunkError``.
+5. ``text`` parts become ``content``, ``thought: true`` parts ``reasoning``. Every part is kept
+   in ``items`` in order, with its ``thoughtSignature`` verbatim (adjacent text parts without
+   a signature are joined; empty ones are dropped).
+6. ``finishReason``: ``STOP`` emits (with or without calls); ``MAX_TOKENS`` is the token
+   ceiling (a call makes it a ``TruncatedToolCallError``); ``SAFETY``, ``RECITATION``,
+   ``BLOCKLIST``, ``PROHIBITED_CONTENT``, ``SPII``, ``MODEL_ARMOR`` and the image filters are a
+   ``ContentFilteredError``, as is a prompt blocked in ``promptFeedback``;
+   ``MALFORMED_FUNCTION_CALL``, ``UNEXPECTED_TOOL_CALL`` and ``TOO_MANY_TOOL_CALLS`` are an
+   ``InvalidArgumentsError`` carrying ``finishMessage``; any other reason is a
+   ``ProviderError``. A candidate that never finished is a ``StreamInterruptedError``.
+7. An ``error`` object is a ``ProviderError`` (``retryable`` from its code and status). Parts
+   after a candidate's finish, and events of another wire, are a ``MalformedChunkError``.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._core import _NO_EVENTS, Call, Core, _Choice, as_dict, attr
+from .._errors import MalformedChunkError, excerpt, provider_error
+from .._policy import DEFAULT, Policy
+from .._types import CallItem, ToolCall, ToolCallStarted
+
+__all__ = ["GeminiReader", "identifies", "new_call_id"]
+
+_FILTERS = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+        "MODEL_ARMOR",
+    }
+)
+_BAD_CALLS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"})
+_VALUES = ("stringValue", "numberValue", "boolValue", "nullValue")
+# Fields of the SDK's response object that were never on the wire.
+_SDK_ONLY = frozenset({"sdk_http_response", "automatic_function_calling_history", "parsed"})
+
+
+def identifies(data: dict[str, Any]) -> bool:
+    """Whether a response dict belongs to this wire alone."""
+    return "candidates" in data or "promptFeedback" in data
+
+
+def new_call_id() -> str:
+    """An id for a call the model sent without one: random, so unique across turns."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def _outcome(reason: str) -> str:
+    """A finishReason in Chat Completions terms, for the core's finish rules."""
+    if reason == "STOP":
+        return "stop"
+    if reason == "MAX_TOKENS":
+        return "length"
+    if reason in _FILTERS:
+        return "content_filter"
+    if reason in _BAD_CALLS:
+        return "invalid_call"
+    return "error"
+
+
+def _data(event: object) -> dict[str, Any]:
+    """The response as the JSON the wire sent (an SDK object is dumped by its aliases)."""
+    if type(event) is dict:
+        return event
+    if event is None or isinstance(event, str | bytes | int | float | list | tuple):
+        raise MalformedChunkError(
+            f"a Gemini response must be an object, got {type(event).__name__}"
+        )
+    dump = attr(event, "model_dump")
+    if not callable(dump):
+        raise MalformedChunkError(
+            f"a Gemini response must be a dict or an SDK object, got {type(event).__name__}"
+        )
+    try:
+        dumped = dump(mode="json", by_alias=True, exclude_none=True, exclude=_SDK_ONLY)
+    except Exception as exc:
+        raise MalformedChunkError(f"{type(event).__name__}.model_dump() raised") from exc
+    if type(dumped) is not dict:
+        raise MalformedChunkError(f"{type(event).__name__}.model_dump() gave no object")
+    # The SDK holds signatures as bytes and writes them back URL-safe: restore the wire's own.
+    for c, candidate in enumerate(attr(event, "candidates") or ()):
+        for p, part in enumerate(attr(attr(candidate, "content"), "parts") or ()):
+            signature = attr(part, "thought_signature")
+            if isinstance(signature, bytes):
+                parts = dumped["candidates"][c]["content"]["parts"]
+                parts[p]["thoughtSignature"] = base64.b64encode(signature).decode("ascii")
+    return dumped
+
+
+def _render_call(part: dict[str, Any], given_id: bool) -> Callable[[ToolCall], dict[str, Any]]:
+    def render(call: ToolCall) -> dict[str, Any]:
+        function_call: dict[str, Any] = {"name": call.name, "args": call.parsed_arguments}
+        if given_id:
+            function_call["id"] = call.id
+        return {"functionCall": function_call, **part}
+
+    return render
+
+
+def _signed(
+    extra: dict[str, Any], render: Callable[[ToolCall], dict[str, Any]]
+) -> Callable[[ToolCall], dict[str, Any]]:
+    def signed(call: ToolCall) -> dict[str, Any]:
+        rendered = render(call)
+        for key, value in extra.items():
+            rendered.setdefault(key, value)
+        return rendered
+
+    return signed
+
+
+class _Candidate:
+    """One candidate's parts in order, and the streamed call still open in it."""
+
+    __slots__ = ("calls", "ended", "open", "parts")
+
+    def __init__(self) -> None:
+        self.parts: list[dict[str, Any] | CallItem] = []
+        self.open: Call | None = None
+        self.calls = 0
+        self.ended = False
+
+
+class _Parts(Core):
+    """The parts of each candidate: text, thoughts, whole and streamed calls."""
+
+    __slots__ = ("_candidates",)
+
+    def __init__(
+        self,
+        policy: Policy = DEFAULT,
+        *,
+        on_open: Callable[[Call], None] | None = None,
+        keep_arguments: bool = True,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        super().__init__(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
+        self._candidates: dict[int, _Candidate] = {}
+
+    def _candidate(self, data: object) -> tuple[_Choice, _Candidate]:
+        if not isinstance(data, dict):
+            raise MalformedChunkError(
+                f"a Gemini candidate must be an object, got {type(data).__name__}"
+            )
+        index = data.get("index", 0)
+        if type(index) is not int or not 0 <= index < 1 << 31:
+            raise MalformedChunkError(
+                f"a Gemini candidate index must be a small int, got {excerpt(index)}"
+            )
+        found = self._candidates.get(index)
+        if found is None:
+            found = self._candidates[index] = _Candidate()
+        return self._state(index), found
+
+    def _part(
+        self, state: _Choice, candidate: _Candidate, part: object
+    ) -> Sequence[ToolCallStarted]:
+        if not isinstance(part, dict):
+            raise MalformedChunkError(f"a Gemini part must be an object, got {type(part).__name__}")
+        if candidate.ended:
+            raise MalformedChunkError(
+                f"candidate {state.index}: a part after its finishReason "
+                f"{excerpt(state.finish_reason)}",
+                choice_index=state.index,
+            )
+        function_call = part.get("functionCall")
+        if function_call is not None:
+            return self._function_call(state, candidate, part, function_call)
+        text = part.get("text")
+        if text is not None:
+            self._text(state, candidate, part, text)
+        else:
+            candidate.parts.append(part)
+        return _NO_EVENTS
+
+    def _text(
+        self, state: _Choice, candidate: _Candidate, part: dict[str, Any], text: object
+    ) -> None:
+        thought = part.get("thought") is True
+        if text == "" and "thoughtSignature" not in part:
+            return
+        self._write(state, "reasoning" if thought else "content", "text", text)
+        last = candidate.parts[-1] if candidate.parts else None
+        if (
+            isinstance(last, dict)
+            and "thoughtSignature" not in part
+            and "thoughtSignature" not in last
+            and type(last.get("text")) is str
+            and (last.get("thought") is True) == thought
+            and set(part) <= {"text", "thought"}
+            and set(last) <= {"text", "thought"}
+        ):
+            last["text"] += text
+            return
+        candidate.parts.append(dict(part))
+
+    def _function_call(
+        self, state: _Choice, candidate: _Candidate, part: dict[str, Any], function_call: object
+    ) -> Sequence[ToolCallStarted]:
+        if not isinstance(function_call, dict):
+            raise MalformedChunkError(
+                f"candidate {state.index}: functionCall must be an object, got "
+                f"{type(function_call).__name__}",
+                choice_index=state.index,
+            )
+        name = self._identity(state, candidate.calls, "name", function_call.get("name"))
+        goes_on = function_call.get("willContinue") is True
+        fragments = function_call.get("partialArgs")
+        if name is None:
+            call = candidate.open
+            if call is None:
+                raise MalformedChunkError(
+                    f"candidate {state.index}: a functionCall part without a name, and no "
+                    f"streamed call is open",
+                    choice_index=state.index,
+                )
+            if "thoughtSignature" in part:
+                self._sign(candidate, call, part)
+            if fragments is not None:
+                self._fragments(call, fragments)
+            if not goes_on:
+                self._close_call(candidate, call)
+            return _NO_EVENTS
+        if candidate.open is not None:
+            self._count("implicitly_closed_call")
+            self._close_call(candidate, candidate.open)
+        given = self._identity(state, candidate.calls, "id", function_call.get("id"))
+        if given is None:
+            self._count("synthesized_id")
+        call = self._open(
+            state, candidate.calls, given or new_call_id(), "function", name, provisional=True
+        )
+        call.closed = False
+        candidate.calls += 1
+        shown = {k: v for k, v in part.items() if k != "functionCall"}
+        candidate.parts.append(CallItem(call.index, _render_call(shown, given is not None)))
+        started = self._name_known(call)
+        args = function_call.get("args")
+        if args is not None:
+            if fragments is not None:
+                raise MalformedChunkError(
+                    f"candidate {state.index}: functionCall {excerpt(name)} has both args and "
+                    f"partialArgs",
+                    choice_index=state.index,
+                    index=call.index,
+                    name=name,
+                )
+            self._args(call, args)
+        elif fragments is not None:
+            self._fragments(call, fragments)
+        if goes_on:
+            candidate.open = call
+        else:
+            self._close_call(candidate, call)
+        return _NO_EVENTS if started is None else (started,)
+
+    def _args(self, call: Call, args: object) -> None:
+        state = self._choices[call.choice_index]
+        if not isinstance(args, dict):
+            raise MalformedChunkError(
+                f"candidate {state.index}: functionCall {excerpt(call.name)} args must be an "
+                f"object, got {type(args).__name__}",
+                choice_index=state.index,
+                index=call.index,
+                name=call.name,
+            )
+        self.set_object_arguments(call, args)
+
+    def _fragments(self, call: Call, fragments: object) -> None:
+        state = self._choices[call.choice_index]
+        if not isinstance(fragments, list):
+            raise MalformedChunkError(
+                f"candidate {state.index}: partialArgs must be a list, got "
+                f"{type(fragments).__name__}",
+                choice_index=state.index,
+                index=call.index,
+                name=call.name,
+            )
+        for fragment in fragments:
+            if not isinstance(fragment, dict):
+                raise MalformedChunkError(
+                    f"candidate {state.index}: a partialArgs entry must be an object, got "
+                    f"{type(fragment).__name__}",
+                    choice_index=state.index,
+                    index=call.index,
+                    name=call.name,
+                )
+            # As the wire's JSON writes them: an unset value is absent or null, but a
+            # nullValue is null whatever it holds (protobuf's NullValue writes as null).
+            kinds = [
+                k
+                for k in _VALUES
+                if fragment.get(k) is not None or (k == "nullValue" and k in fragment)
+            ]
+            if not kinds:
+                self._count("empty_partial_args")
+                continue
+            if len(kinds) != 1:
+                raise MalformedChunkError(
+                    f"candidate {state.index}: a partialArgs entry at "
+                    f"{excerpt(fragment.get('jsonPath'), 80)} must carry exactly one of "
+                    f"{', '.join(_VALUES)}, got {len(kinds)}",
+                    choice_index=state.index,
+                    index=call.index,
+                    name=call.name,
+                )
+            kind = kinds[0]
+            value = fragment[kind]
+            if kind == "nullValue":
+                value = None
+            elif (kind == "stringValue" and type(value) is not str) or (
+                kind == "boolValue" and type(value) is not bool
+            ):
+                raise MalformedChunkError(
+                    f"candidate {state.index}: {kind} must be a "
+                    f"{'string' if kind == 'stringValue' else 'bool'}, got {type(value).__name__}",
+                    choice_index=state.index,
+                    index=call.index,
+                    name=call.name,
+                )
+            elif kind == "numberValue" and (
+                type(value) not in (int, float) or value != value or value in (_INF, -_INF)
+            ):
+                raise MalformedChunkError(
+                    f"candidate {state.index}: numberValue must be a finite number, got "
+                    f"{excerpt(value)}",
+                    choice_index=state.index,
+                    index=call.index,
+                    name=call.name,
+                )
+            self.set_path(
+                call, fragment.get("jsonPath"), value, fragment.get("willContinue") is True
+            )
+
+    def _sign(self, candidate: _Candidate, call: Call, part: dict[str, Any]) -> None:
+        """Keep a signature sent on a fragment with the call's own part."""
+        extra = {k: v for k, v in part.items() if k != "functionCall"}
+        for at, item in enumerate(candidate.parts):
+            if isinstance(item, CallItem) and item.index == call.index:
+                candidate.parts[at] = CallItem(call.index, _signed(extra, item.render))
+                return
+
+    def _close_call(self, candidate: _Candidate, call: Call) -> None:
+        self.close_paths(call)
+        call.closed = True
+        if candidate.open is call:
+            candidate.open = None
+
+
+_INF = float("inf")
+
+
+class GeminiReader(_Parts):
+    """Reads Gemini ``GenerateContentResponse`` events (rules 1-7)."""
+
+    __slots__ = ()
+
+    wire = "gemini"
+
+    def feed(self, event: object) -> Sequence[ToolCallStarted]:
+        """Apply one response; return the calls it named (usually none)."""
+        # Fast path, one more piece of a string still growing in the open streamed call:
+        # the bulk of a call with streamed arguments. Anything else takes the full path.
+        first = self._candidates.get(0)
+        call = None if first is None else first.open
+        tree = None if call is None else call.tree
+        if self._fast and tree is not None and tree.growing and type(event) is dict:
+            text = None
+            try:
+                [candidate] = event["candidates"]
+                [part] = candidate["content"]["parts"]
+                function_call = part["functionCall"]
+                [entry] = function_call["partialArgs"]
+                if (
+                    len(part) == 1
+                    and len(function_call) == 2
+                    and function_call["willContinue"] is True
+                    and "finishReason" not in candidate
+                    and candidate.get("index", 0) == 0
+                    and "error" not in event
+                    and len(entry) <= 3
+                ):
+                    piece = entry["stringValue"]
+                    path = entry["jsonPath"]
+                    usage = event.get("usageMetadata")
+                    text = tree.growing.get(path)
+            except Exception:  # noqa: BLE001 - the full path reads it again and reports
+                pass
+            if (
+                text is not None
+                and type(piece) is str
+                and (usage is None or type(usage) is dict)
+                and tree.size + len(piece) <= self._max_call
+                and self._path_room >= len(piece)
+            ):
+                text.pieces.append(piece)
+                tree.size += len(piece)
+                self._path_room -= len(piece)
+                if entry.get("willContinue") is not True:
+                    text.open = False
+                    del tree.growing[path]
+                if usage is not None:
+                    self.usage = usage
+                return _NO_EVENTS
+        return self._slow_feed(event)
+
+    def _feed(self, event: object) -> Sequence[ToolCallStarted]:
+        if isinstance(event, str) and event.strip() == "[DONE]":
+            return _NO_EVENTS
+        data = _data(event)
+        error = data.get("error")
+        if error is not None:
+            source = error if isinstance(error, dict) else data
+            code = source.get("code")
+            raise provider_error(source.get("message") or source, code, data)
+        candidates = data.get("candidates")
+        usage = data.get("usageMetadata")
+        if usage is not None:
+            self.usage = as_dict(usage)
+        if candidates is None:
+            if "choices" in data or "type" in data:
+                raise MalformedChunkError(
+                    "a Chat, Responses or Anthropic event in a Gemini stream: one stream "
+                    "speaks one wire"
+                )
+            self._prompt_feedback(data.get("promptFeedback"))
+            return _NO_EVENTS
+        if not isinstance(candidates, list):
+            raise MalformedChunkError(f"candidates must be a list, got {type(candidates).__name__}")
+        started: list[ToolCallStarted] = []
+        for found in candidates:
+            state, candidate = self._candidate(found)
+            content = found.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            if parts is not None:
+                if not isinstance(parts, list):
+                    raise MalformedChunkError(
+                        f"candidate {state.index}: parts must be a list, got "
+                        f"{type(parts).__name__}",
+                        choice_index=state.index,
+                    )
+                for part in parts:
+                    started.extend(self._part(state, candidate, part))
+            reason = found.get("finishReason")
+            if reason is not None:
+                self._finish(state, candidate, reason, found.get("finishMessage"))
+        return started or _NO_EVENTS
+
+    def _finish(
+        self, state: _Choice, candidate: _Candidate, reason: object, message: object
+    ) -> None:
+        if type(reason) is not str or not reason:
+            raise MalformedChunkError(
+                f"candidate {state.index}: finishReason must be a string, got {excerpt(reason)}",
+                choice_index=state.index,
+            )
+        if candidate.ended and reason != state.finish_reason:
+            raise MalformedChunkError(
+                f"candidate {state.index}: finishReason {excerpt(reason)} after "
+                f"{excerpt(state.finish_reason)}",
+                choice_index=state.index,
+            )
+        candidate.ended = True
+        state.finish_reason = reason
+        state.outcome = _outcome(reason)
+        if isinstance(message, str):
+            state.finish_message = message
+        if state.outcome == "stop" and candidate.open is not None:
+            # The last streamed call may never get its closing part: a normal end closes it.
+            self._close_call(candidate, candidate.open)
+        # Any other end leaves it open for good: the close finds it cut off.
+        candidate.open = None
+
+    def _prompt_feedback(self, feedback: object) -> None:
+        reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
+        if reason is None:
+            return
+        state, candidate = self._candidate({})
+        candidate.ended = True
+        state.finish_reason = reason if type(reason) is str else excerpt(reason)
+        state.outcome = "content_filter"
+
+    def _settle(self) -> None:
+        for index, candidate in self._candidates.items():
+            self._choices[index].items = tuple(
+                dict(p) if isinstance(p, dict) else p for p in candidate.parts
+            )
