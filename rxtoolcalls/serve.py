@@ -14,6 +14,8 @@ Anthropic ``{"type": "error", "error": {...}}``).
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -299,6 +301,21 @@ class ReplayServer:
                 else:
                     self.complete(chunks)
 
+            def pause(self, seconds: float) -> bool:
+                """Wait ``seconds``; ``False`` as soon as the client closes the connection."""
+                deadline = time.monotonic() + seconds
+                ready, _, _ = select.select([self.connection], [], [], seconds)
+                if not ready:
+                    return True
+                try:
+                    peeked = self.connection.recv(1, socket.MSG_PEEK)
+                except OSError:
+                    return False
+                if not peeked:
+                    return False
+                time.sleep(max(0.0, deadline - time.monotonic()))  # bytes, not a close
+                return True
+
             def complete(self, chunks: list[dict[str, Any]]) -> None:
                 build, kind = {
                     "chat": (_completion, "chat.completion"),
@@ -337,8 +354,8 @@ class ReplayServer:
                             return
                         self.wfile.write(_frame(chunk, named))
                         self.wfile.flush()
-                        if server.delay:
-                            time.sleep(server.delay)
+                        if server.delay and not self.pause(server.delay):
+                            raise ConnectionResetError  # the client left during the pause
                     if not named:
                         self.wfile.write(b"data: [DONE]\n\n")  # Chat's end; the others have none
                         self.wfile.flush()
