@@ -64,6 +64,8 @@ def read_jsonl(source: str | os.PathLike[str] | Iterable[str]) -> Iterator[dict[
     """Yield the chunks of a capture: a path to a ``.jsonl`` file, or its lines.
 
     Blank lines are skipped; a line that is not a JSON object raises ``MalformedChunkError``.
+    A line of exactly ``{"event": name or null, "data": {...}}`` (a recorded SSE event with
+    its name, as in the wire fixtures) yields its ``data``: dispatch is on ``data["type"]``.
     """
     if isinstance(source, str | os.PathLike):
         with Path(source).open(encoding="utf-8") as lines:
@@ -79,7 +81,15 @@ def _parse_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
         chunk = load_json(line, f"line {number}")
         if type(chunk) is not dict:
             raise MalformedChunkError(f"line {number} is not a JSON object: {type(chunk).__name__}")
-        yield chunk
+        yield _event_data(chunk)
+
+
+def _event_data(chunk: dict[str, Any]) -> dict[str, Any]:
+    if len(chunk) == 2 and "data" in chunk and "event" in chunk:
+        data, name = chunk["data"], chunk["event"]
+        if type(data) is dict and (name is None or type(name) is str):
+            return data
+    return chunk
 
 
 def from_jsonl(source: str | os.PathLike[str] | Iterable[str]) -> Observable[dict[str, Any]]:
