@@ -629,9 +629,11 @@ def from_anthropic_stream(stream: Any) -> Observable[Any]:
     alone reach ``assemble()``. Reading, closing and disposing are as in
     ``from_openai_stream``: disposing shuts the socket down at once. An ``error`` event and an
     error status (``APIStatusError``: overloaded, rate limit, …) arrive as ``ProviderError``
-    with ``retryable``; a connection error as itself.
+    with ``retryable``; a connection error as itself. Anything else is a ``TypeError`` at once.
     """
     if not _is_manager(stream, "__enter__", "__iter__"):
+        if not isinstance(stream, Iterable):
+            raise _not_a_stream("from_anthropic_stream", stream, "from_async_anthropic_stream")
         return _sdk_source(_raw_stream(stream), stream, _raw_anthropic)
     manager = stream
 
@@ -643,6 +645,18 @@ def from_anthropic_stream(stream: Any) -> Observable[Any]:
         return _sdk_source(_raw_stream(opened), _Leaving(manager, opened), _raw_anthropic)
 
     return reactivex.defer(enter)
+
+
+def _not_a_stream(function: str, stream: object, other: str) -> TypeError:
+    sync = "async" not in function
+    fits = isinstance(stream, AsyncIterable if sync else Iterable) or hasattr(
+        stream, "__aenter__" if sync else "__enter__"
+    )
+    return TypeError(
+        f"{function} needs an anthropic {'' if sync else 'Async'}Stream, "
+        f"{'' if sync else 'Async'}MessageStream or messages.stream(...) manager, not "
+        f"{type(stream).__name__}" + (f": use {other}" if fits else "")
+    )
 
 
 class _Leaving:
@@ -665,10 +679,13 @@ def from_async_anthropic_stream(
     the ``AsyncMessageStream`` of ``async with client.messages.stream(...) as s``, or that
     manager itself (each subscription enters it, sending the request). The manager's own
     events are left out, as in ``from_anthropic_stream``. Disposing cancels the pending read
-    and closes the stream (its HTTP response); SDK errors arrive typed as there. Use
+    and closes the stream (its HTTP response); SDK errors arrive typed as there; anything that
+    is not such a stream is a ``TypeError`` at once. Use
     ``await from_async_anthropic_stream(s).pipe(assemble())`` inside the loop.
     """
     manager = stream if _is_manager(stream, "__aenter__", "__aiter__") else None
+    if manager is None and not isinstance(stream, AsyncIterable):
+        raise _not_a_stream("from_async_anthropic_stream", stream, "from_anthropic_stream")
 
     async def events() -> AsyncIterator[Any]:
         async with _typed_errors():

@@ -477,3 +477,93 @@ def test_a_recording_asked_for_at_another_wires_path_is_a_clear_400() -> None:
             gpt(server).responses.create(model="m", input="hi", stream=True)
         with pytest.raises(openai.NotFoundError, match="/v1/responses"):
             gpt(server).embeddings.create(model="m", input="hi")
+
+
+class AsyncManager:
+    """The shape of ``AsyncMessageStreamManager`` (the SDK's would start its request)."""
+
+    async def __aenter__(self) -> Any:
+        raise AssertionError("never entered")
+
+    async def __aexit__(self, *exc: object) -> None:
+        raise AssertionError("never entered")
+
+
+def test_what_is_not_an_anthropic_stream_is_a_type_error_at_once() -> None:
+    with ReplayServer([TOOL_TURN]) as server:
+        client = claude(server)
+        with pytest.raises(TypeError, match=r"not int$"):
+            rt.from_anthropic_stream(42)
+        with pytest.raises(TypeError, match="use from_async_anthropic_stream"):
+            rt.from_anthropic_stream(AsyncManager())
+        with pytest.raises(TypeError, match="use from_anthropic_stream"):
+            rt.from_async_anthropic_stream(client.messages.stream(**ASK))
+        with pytest.raises(TypeError, match="not list: use from_anthropic_stream"):
+            rt.from_async_anthropic_stream(TOOL_TURN)
+        assert server.requests == []  # nothing was sent
+
+
+def test_an_error_status_when_the_async_manager_sends_is_a_provider_error() -> None:
+    def answer(request: Any) -> Any:
+        body = {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
+        return httpx2.Response(529, json=body)
+
+    async def main() -> Exception:
+        client = anthropic.AsyncAnthropic(
+            api_key="x",
+            base_url="http://fake.invalid",
+            max_retries=0,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(answer)),
+        )
+        try:
+            with pytest.raises(rt.ProviderError) as caught:
+                await rt.from_async_anthropic_stream(client.messages.stream(**ASK))
+            return caught.value
+        finally:
+            await client.close()
+
+    error = asyncio.run(main())
+    assert isinstance(error, rt.ProviderError)
+    assert (error.retryable, error.code) == (True, "overloaded_error")
+    assert "HTTP 529" in str(error)
+
+
+def post(server: ReplayServer, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    httpx = pytest.importorskip("httpx")
+    response = httpx.post(f"{server.root_url}{path}", json=body)
+    kind = response.headers.get("content-type", "")
+    return response.status_code, response.json() if "json" in kind else response.text
+
+
+def test_each_recording_knows_its_wire_and_one_without_is_served_anywhere() -> None:
+    lone_error = [{"type": "error", "error": {"type": "api_error", "message": "down"}}]
+    chat = load_fixture("openai__single_tool_call")
+    responses = load_wire("responses", "pydantic-ai__single_call_get_capital")
+    with ReplayServer([chat, responses, TOOL_TURN, lone_error]) as server:
+        assert server.wires == ["chat", "responses", "anthropic", None]
+        for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages"):
+            assert post(server, path, {"stream": True})[0] == 200  # each at its wire's path
+        status, text = post(server, "/v1/messages", {"stream": True})
+        assert status == 200
+        assert text == (
+            'event: error\ndata: {"type": "error", "error": {"type": "api_error", '
+            '"message": "down"}}\n\n'
+        )
+        status, body = post(server, "/v1/responses", {})
+    assert status == 502
+    assert body["error"]["type"] == "ProviderError"
+    assert "down" in body["error"]["message"]
+
+
+def test_wrong_paths_and_bodies_answer_in_the_wire_shape() -> None:
+    with ReplayServer([TOOL_TURN]) as server:
+        status, body = post(server, "/v1/embeddings", {})
+        assert status == 404
+        assert "/v1/responses" in body["error"]["message"]
+        httpx = pytest.importorskip("httpx")
+        bad = httpx.post(f"{server.root_url}/v1/messages", content=b"[1, 2")
+        assert bad.status_code == 400
+        assert bad.json() == {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": "the body is not JSON"},
+        }
