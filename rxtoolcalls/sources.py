@@ -526,42 +526,36 @@ def _anthropic_status_error(error: Exception) -> ProviderError:
     return typed
 
 
-def from_openai_stream(stream: Iterable[Any]) -> Observable[Any]:
-    """The events of an openai SDK ``Stream``: Chat chunks or Responses events (``stream=True``).
+def from_openai_stream(stream: Any) -> Observable[Any]:
+    """The events of an openai SDK stream: Chat chunks or Responses events, sync.
 
-    ``client.chat.completions.create(stream=True)`` gives ``ChatCompletionChunk``
-    objects, ``client.responses.create(stream=True)`` ``ResponseStreamEvent`` objects; both
-    assemble the same way. Reads on the subscribing thread. Given a scheduler (``subscribe_on``,
-    ``.run()``), a stream over a socket is read on a thread of its own, from which the events
-    arrive; any other iterable on that scheduler. Completing, failing or disposing closes the
-    HTTP response, and disposing (``take_until``, ``ops.timeout``) shuts its socket down at
-    once, even while a read waits on a silent server (HTTP/1.x; on HTTP/2 the response is
-    closed). An in-band error the SDK raises (``APIError``) arrives as ``ProviderError``; a
-    connection error as itself (``assemble()`` turns it into ``StreamInterruptedError``). Each
-    stream can be read once.
+    ``stream`` is ``client.chat.completions.create(..., stream=True)`` or
+    ``client.responses.create(..., stream=True)``; both assemble the same way. The helpers'
+    streams work too, read underneath their accumulators: the one ``with
+    client.responses.stream(...) as s`` gives, or the manager itself (each subscription enters
+    it, sending the request, and leaves it at the end). Reads on the subscribing thread. Given
+    a scheduler (``subscribe_on``, ``.run()``), a stream over a socket is read on a thread of
+    its own, from which the events arrive; any other iterable on that scheduler. Completing,
+    failing or disposing closes the HTTP response, and disposing (``take_until``,
+    ``ops.timeout``) shuts its socket down at once, even while a read waits on a silent server
+    (HTTP/1.x; on HTTP/2 the response is closed). An in-band error the SDK raises
+    (``APIError``) arrives as ``ProviderError``; a connection error as itself (``assemble()``
+    turns it into ``StreamInterruptedError``). Each stream can be read once.
     """
-    return _sdk_source(stream, stream, _every)
+    return _sync_sdk(stream, _every)
 
 
 def from_async_openai_stream(
-    stream: AsyncIterable[Any], *, loop: asyncio.AbstractEventLoop | None = None
+    stream: Any, *, loop: asyncio.AbstractEventLoop | None = None
 ) -> Observable[Any]:
     """The events of an openai SDK ``AsyncStream`` (Chat or Responses), read on an asyncio loop.
 
-    Disposing cancels the pending read and closes the stream (its HTTP response); errors
-    arrive as ``on_error`` (an in-band ``APIError`` as ``ProviderError``). Use
-    ``await from_async_openai_stream(s).pipe(assemble())`` inside the loop.
+    The async helpers' streams and managers (``client.responses.stream(...)``) work as in
+    ``from_openai_stream``. Disposing cancels the pending read and closes the stream (its HTTP
+    response); errors arrive as ``on_error`` (an in-band ``APIError`` as ``ProviderError``).
+    Use ``await from_async_openai_stream(s).pipe(assemble())`` inside the loop.
     """
-
-    async def events() -> AsyncIterator[Any]:
-        async with _typed_errors():
-            try:
-                async for event in stream:
-                    yield event
-            finally:
-                await _close(stream)
-
-    return from_async_iterable(events, loop=loop)
+    return _async_sdk(stream, _every, loop)
 
 
 def _every(_: object) -> bool:
@@ -580,13 +574,14 @@ def _raw_anthropic(event: object) -> bool:
 
 
 def _raw_stream(stream: Any) -> Any:
-    """The SDK ``Stream`` under a ``MessageStream``, or ``stream`` itself.
+    """The SDK ``Stream`` under a helper's stream (``MessageStream``, ``ResponseStream``).
 
-    Reading the raw stream skips the manager's own accumulator, which runs before we see an
-    event and fails with an untyped error (``IndexError``) on a malformed stream.
+    Reading the raw stream skips the helper's own accumulator, which runs before we see an
+    event, adds events of its own, and fails with untyped errors (``IndexError``) on a
+    malformed stream.
     """
     raw = getattr(stream, "_raw_stream", None)
-    if raw is not None and getattr(raw, "response", None) is getattr(stream, "response", None):
+    if raw is not None and getattr(raw, "response", None) is not None:
         return raw
     return stream
 
@@ -610,12 +605,50 @@ def _sdk_source(
         if callable(closer):
             closer()
 
-    response = getattr(owner, "response", None)
+    response = getattr(stream, "response", None) or getattr(owner, "response", None)
     return _blocking_source(read, close, response, close_any_thread=True, typed=_typed_sdk_error)
 
 
 def _is_manager(stream: object, enter: str, iterate: str) -> bool:
     return hasattr(stream, enter) and not hasattr(stream, iterate)
+
+
+def _sync_sdk(stream: Any, keep: Callable[[Any], bool]) -> Observable[Any]:
+    """A sync SDK stream, or a manager entered per subscription, as an Observable."""
+    if not _is_manager(stream, "__enter__", "__iter__"):
+        return _sdk_source(_raw_stream(stream), stream, keep)
+    manager = stream
+
+    def enter(_: abc.SchedulerBase | None) -> Observable[Any]:
+        try:
+            opened = manager.__enter__()
+        except Exception as error:  # noqa: BLE001 - delivered as on_error, typed
+            return reactivex.throw(_typed_sdk_error(error))
+        return _sdk_source(_raw_stream(opened), _Leaving(manager), keep)
+
+    return reactivex.defer(enter)
+
+
+def _async_sdk(
+    stream: Any, keep: Callable[[Any], bool], loop: asyncio.AbstractEventLoop | None
+) -> Observable[Any]:
+    """An async SDK stream, or an async manager entered per subscription, as an Observable."""
+    manager = stream if _is_manager(stream, "__aenter__", "__aiter__") else None
+
+    async def events() -> AsyncIterator[Any]:
+        async with _typed_errors():
+            opened = stream if manager is None else await manager.__aenter__()
+            try:
+                async for event in _raw_stream(opened):
+                    if keep(event):
+                        yield event
+            finally:
+                if manager is None:
+                    await _close(opened)
+                else:
+                    await manager.__aexit__(None, None, None)
+
+    return from_async_iterable(events, loop=loop)
 
 
 def from_anthropic_stream(stream: Any) -> Observable[Any]:
@@ -631,20 +664,9 @@ def from_anthropic_stream(stream: Any) -> Observable[Any]:
     error status (``APIStatusError``: overloaded, rate limit, …) arrive as ``ProviderError``
     with ``retryable``; a connection error as itself. Anything else is a ``TypeError`` at once.
     """
-    if not _is_manager(stream, "__enter__", "__iter__"):
-        if not isinstance(stream, Iterable):
-            raise _not_a_stream("from_anthropic_stream", stream, "from_async_anthropic_stream")
-        return _sdk_source(_raw_stream(stream), stream, _raw_anthropic)
-    manager = stream
-
-    def enter(_: abc.SchedulerBase | None) -> Observable[Any]:
-        try:
-            opened = manager.__enter__()
-        except Exception as error:  # noqa: BLE001 - delivered as on_error, typed
-            return reactivex.throw(_typed_sdk_error(error))
-        return _sdk_source(_raw_stream(opened), _Leaving(manager, opened), _raw_anthropic)
-
-    return reactivex.defer(enter)
+    if not (isinstance(stream, Iterable) or _is_manager(stream, "__enter__", "__iter__")):
+        raise _not_a_stream("from_anthropic_stream", stream, "from_async_anthropic_stream")
+    return _sync_sdk(stream, _raw_anthropic)
 
 
 def _not_a_stream(function: str, stream: object, other: str) -> TypeError:
@@ -660,10 +682,9 @@ def _not_a_stream(function: str, stream: object, other: str) -> TypeError:
 
 
 class _Leaving:
-    """Closing it leaves an entered manager; its ``response`` is the opened stream's."""
+    """Closing it leaves an entered manager."""
 
-    def __init__(self, manager: Any, opened: Any) -> None:
-        self.response = getattr(opened, "response", None)
+    def __init__(self, manager: Any) -> None:
         self._manager = manager
 
     def close(self) -> None:
@@ -683,24 +704,9 @@ def from_async_anthropic_stream(
     is not such a stream is a ``TypeError`` at once. Use
     ``await from_async_anthropic_stream(s).pipe(assemble())`` inside the loop.
     """
-    manager = stream if _is_manager(stream, "__aenter__", "__aiter__") else None
-    if manager is None and not isinstance(stream, AsyncIterable):
+    if not (isinstance(stream, AsyncIterable) or _is_manager(stream, "__aenter__", "__aiter__")):
         raise _not_a_stream("from_async_anthropic_stream", stream, "from_anthropic_stream")
-
-    async def events() -> AsyncIterator[Any]:
-        async with _typed_errors():
-            opened = stream if manager is None else await manager.__aenter__()
-            try:
-                async for event in _raw_stream(opened):
-                    if _raw_anthropic(event):
-                        yield event
-            finally:
-                if manager is None:
-                    await _close(opened)
-                else:
-                    await manager.__aexit__(None, None, None)
-
-    return from_async_iterable(events, loop=loop)
+    return _async_sdk(stream, _raw_anthropic, loop)
 
 
 @contextlib.asynccontextmanager

@@ -8,6 +8,7 @@ the one the recorded dicts give. Disposing mid-stream frees the socket and the r
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import stat
 import threading
@@ -37,6 +38,9 @@ from tests.wire_builders import (
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 httpx2 = pytest.importorskip("httpx2")
+# Imported here, not inside a test: the SDKs close abandoned generators whenever the garbage
+# collector runs, and one running during httpx's own import fails on the half-made module.
+httpx = pytest.importorskip("httpx")
 
 BOUND = 5.0  # seconds; a freed connection is seen in milliseconds
 RESPONSES = wire_fixture_names("responses")
@@ -106,9 +110,12 @@ def test_responses_recording_through_the_openai_sdk(name: str) -> None:
         stream = client.responses.create(model="m", input="hi", stream=True)
         got = result(lambda: rt.from_openai_stream(stream).pipe(rt.assemble()).run())
         assert stream.response.is_closed
+        manager = client.responses.stream(model="m", input="hi")
+        by_manager = result(lambda: rt.from_openai_stream(manager).pipe(rt.assemble()).run())
         got_async = asyncio.run(read_async(server.base_url))
-        assert [r["stream"] for r in server.requests] == [True, True]
+        assert [r["stream"] for r in server.requests] == [True, True, True]
     assert got == want
+    assert by_manager == want
     assert got_async == want
 
 
@@ -213,6 +220,16 @@ SYNC_OPENERS: list[Any] = [
         ),
         LONG_RESPONSES,
         id="openai-responses",
+    ),
+    pytest.param(
+        lambda s: rt.from_openai_stream(gpt(s).responses.stream(model="m", input="hi")),
+        LONG_RESPONSES,
+        id="openai-responses-manager",
+    ),
+    pytest.param(
+        lambda s: rt.from_openai_stream(gpt(s).responses.stream(model="m", input="hi").__enter__()),
+        LONG_RESPONSES,
+        id="openai-response-stream",
     ),
 ]
 
@@ -319,15 +336,51 @@ def test_message_stream_events_of_its_own_are_left_out() -> None:
     assert [(c.id, c.parsed_arguments) for c in turn.tool_calls] == [("toolu_a", {"city": "Paris"})]
 
 
+def helper_failure(read: Callable[[], object]) -> type[BaseException]:
+    """What an SDK helper raises reading a malformed stream; its generators closed after."""
+    try:
+        read()
+    except Exception as error:  # noqa: BLE001 - whatever it raises is the point
+        kind: type[BaseException] = type(error)
+    else:
+        raise AssertionError("the helper read a malformed stream without failing")
+    # The helper leaves a generator in a reference cycle: closed now, not in a later test.
+    gc.collect()
+    return kind
+
+
 def test_a_malformed_stream_through_the_manager_is_our_typed_error() -> None:
-    # The manager's own accumulator would fail first, with an IndexError.
     stray = [a_start(), a_piece(3, '{"a": 1}'), *a_end()]
+
+    def read_with_the_manager(server: ReplayServer) -> object:
+        with claude(server).messages.stream(**ASK) as stream:
+            return list(stream)
+
     with ReplayServer([stray, stray]) as server:
-        with claude(server).messages.stream(**ASK) as stream, pytest.raises(IndexError):
-            list(stream)
+        # The manager's own accumulator fails first, and not with one of ours.
+        assert helper_failure(lambda: read_with_the_manager(server)) is IndexError
         manager = claude(server).messages.stream(**ASK)
         with pytest.raises(rt.MalformedChunkError, match="no block was started"):
             rt.from_anthropic_stream(manager).pipe(rt.assemble()).run()
+
+
+def test_a_malformed_stream_through_the_responses_helper_is_our_typed_error() -> None:
+    stray: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {"id": "resp_1"}},
+        {"type": "response.function_call_arguments.delta", "output_index": 4, "delta": "{}"},
+        {"type": "response.completed", "response": {"id": "resp_1", "output": []}},
+    ]
+
+    def read_with_the_helper(server: ReplayServer) -> object:
+        with gpt(server).responses.stream(model="m", input="hi") as stream:
+            return list(stream)
+
+    with ReplayServer([stray, stray]) as server:
+        failed = helper_failure(lambda: read_with_the_helper(server))
+        assert not issubclass(failed, rt.ToolCallStreamError)
+        manager = gpt(server).responses.stream(model="m", input="hi")
+        with pytest.raises(rt.MalformedChunkError):
+            rt.from_openai_stream(manager).pipe(rt.assemble()).run()
 
 
 ERROR_MID_STREAM = [
@@ -428,7 +481,6 @@ def test_responses_in_band_error_through_the_openai_sdk() -> None:
 
 
 def test_responses_and_anthropic_events_are_named_by_their_type() -> None:
-    httpx = pytest.importorskip("httpx")
     with ReplayServer([TOOL_TURN, load_fixture("openai__single_tool_call")]) as server:
         body = {"model": "m", "stream": True}
         anthropic_text = httpx.post(f"{server.root_url}/v1/messages", json=body).text
@@ -529,7 +581,6 @@ def test_an_error_status_when_the_async_manager_sends_is_a_provider_error() -> N
 
 
 def post(server: ReplayServer, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-    httpx = pytest.importorskip("httpx")
     response = httpx.post(f"{server.root_url}{path}", json=body)
     kind = response.headers.get("content-type", "")
     return response.status_code, response.json() if "json" in kind else response.text
@@ -560,7 +611,6 @@ def test_wrong_paths_and_bodies_answer_in_the_wire_shape() -> None:
         status, body = post(server, "/v1/embeddings", {})
         assert status == 404
         assert "/v1/responses" in body["error"]["message"]
-        httpx = pytest.importorskip("httpx")
         bad = httpx.post(f"{server.root_url}/v1/messages", content=b"[1, 2")
         assert bad.status_code == 400
         assert bad.json() == {
