@@ -138,9 +138,10 @@ class ReplayServer:
     recording or a chunk that is not a dict is refused (``ValueError``). ``cut`` maps a
     request number (0-based) to a chunk count after which the stream is dropped without its
     end, as a failing proxy would. ``requests`` keeps every request body; ``disconnects``
-    counts streams the client closed before the end. ``log``, if given, receives one line
-    per request. A client that announces more body than it sends
-    is dropped after ``timeout`` seconds.
+    counts streams the client closed before the end (seen at once, even while pacing).
+    ``log``, if given, receives one line per request. A client that announces more body than
+    it sends is dropped after ``timeout`` seconds. ``base_url`` is for an OpenAI client,
+    ``root_url`` for an Anthropic one.
 
     >>> with ReplayServer([[{"choices": []}]]) as server:
     ...     server.base_url.startswith("http://127.0.0.1:")

@@ -479,8 +479,9 @@ def _typed_sdk_error(error: Exception) -> Exception:
     """An error the openai or anthropic SDK raised, as our typed one; others unchanged.
 
     openai raises ``APIError`` for an in-band ``error`` event; anthropic raises an
-    ``APIStatusError`` for one (with the stream's status, 200) and for an error status when a
-    ``messages.stream(...)`` manager sends its request. Connection errors stay themselves.
+    ``APIStatusError`` for one (with the stream's status, 200). Both raise ``APIStatusError``
+    for an error status when a helper's manager (``messages.stream(...)``,
+    ``responses.stream(...)``) sends its request. Connection errors stay themselves.
     """
     kind = type(error)
     if kind.__module__.startswith("openai") and kind.__name__ == "APIError":
@@ -496,20 +497,22 @@ def _typed_sdk_error(error: Exception) -> Exception:
         typed.__cause__ = error
         return typed
     if any(
-        base.__name__ == "APIStatusError" and base.__module__.startswith("anthropic")
+        base.__name__ == "APIStatusError" and base.__module__.startswith(("anthropic", "openai"))
         for base in kind.__mro__
     ):
-        typed = _anthropic_status_error(error)
+        typed = _status_error(error)
         typed.__cause__ = error
         return typed
     return error
 
 
-def _anthropic_status_error(error: Exception) -> ProviderError:
+def _status_error(error: Exception) -> ProviderError:
+    """An SDK's ``APIStatusError`` (anthropic's or openai's) as a ``ProviderError``."""
     body = getattr(error, "body", None)
     status = getattr(error, "status_code", None)
     said = getattr(error, "api_message", None) or getattr(error, "message", None) or str(error)
-    code = getattr(error, "type", None)
+    # openai keeps the error's code in ``code``, anthropic its type in ``type``.
+    code = getattr(error, "code", None) or getattr(error, "type", None)
     if not isinstance(status, int) or status < 400:
         # In band: the stream's own status (200) says nothing about the error.
         return provider_error(said, code, body)
@@ -539,8 +542,9 @@ def from_openai_stream(stream: Any) -> Observable[Any]:
     failing or disposing closes the HTTP response, and disposing (``take_until``,
     ``ops.timeout``) shuts its socket down at once, even while a read waits on a silent server
     (HTTP/1.x; on HTTP/2 the response is closed). An in-band error the SDK raises
-    (``APIError``) arrives as ``ProviderError``; a connection error as itself (``assemble()``
-    turns it into ``StreamInterruptedError``). Each stream can be read once.
+    (``APIError``), and an error status a manager meets (``APIStatusError``), arrive as
+    ``ProviderError`` with ``retryable``; a connection error as itself (``assemble()`` turns it
+    into ``StreamInterruptedError``). Each stream can be read once.
     """
     return _sync_sdk(stream, _every)
 

@@ -617,3 +617,30 @@ def test_wrong_paths_and_bodies_answer_in_the_wire_shape() -> None:
             "type": "error",
             "error": {"type": "invalid_request_error", "message": "the body is not JSON"},
         }
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "again"),
+    [(429, "rate_limit_exceeded", True), (503, "server_error", True), (400, "bad_input", False)],
+)
+def test_an_error_status_when_the_responses_manager_sends_is_a_provider_error(
+    status: int, code: str, again: bool
+) -> None:
+    def answer(request: Any) -> Any:
+        error = {"message": f"said {code}", "type": "x", "code": code, "param": None}
+        return httpx2.Response(status, json={"error": error})
+
+    client = openai.OpenAI(
+        api_key="x",
+        base_url="http://fake.invalid/v1",
+        max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(answer)),
+    )
+    errors: list[Exception] = []
+    manager = client.responses.stream(model="m", input="hi")
+    rt.from_openai_stream(manager).subscribe(on_error=errors.append)
+    [error] = errors
+    assert isinstance(error, rt.ProviderError)
+    assert (error.retryable, error.code) == (again, code)
+    assert f"HTTP {status}" in str(error)
+    assert isinstance(error.__cause__, openai.APIStatusError)
