@@ -52,6 +52,8 @@ from .operators import (
     progress,
 )
 from .sources import (
+    from_anthropic_stream,
+    from_async_anthropic_stream,
     from_async_iterable,
     from_async_openai_stream,
     from_jsonl,
@@ -106,6 +108,8 @@ __all__ = [
     "atomic_choices",
     "concat_arguments",
     "final_conversation",
+    "from_anthropic_stream",
+    "from_async_anthropic_stream",
     "from_async_iterable",
     "from_async_openai_stream",
     "from_jsonl",

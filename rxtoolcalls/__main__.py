@@ -33,6 +33,7 @@ from ._errors import (
     UnknownToolError,
 )
 from ._policy import DEFAULT, LENIENT, Policy
+from ._reader import detect_wire
 from ._sse import DONE, SSEDecoder, chunk_from_event
 from ._types import AssistantTurn, ToolCallStarted
 from .agent import ToolExecutionError, TurnLimitError
@@ -140,6 +141,9 @@ def _error_chunk(body: object) -> dict[str, Any]:
     """An in-band provider error as the chunk a capture keeps (the assembler raises on it)."""
     if isinstance(body, dict) and (body.get("error") is not None or body.get("object") == "error"):
         return body
+    if isinstance(body, dict) and body.get("type") == "error":
+        # A flat Responses error event: typed, so that a Responses reader takes it as its own.
+        return {"type": "error", "error": body}
     return {"error": body}
 
 
@@ -292,6 +296,7 @@ def _escape_surrogates(text: str) -> str:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_LINE_BREAK = re.compile("[\r\n]")
 
 
 def _json_text(value: Any) -> str:
@@ -439,6 +444,8 @@ def _export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         chunks = _load(name)
     except ToolCallStreamError as exc:
         return _explain(exc, err, "export")
+    # Responses and Anthropic events go out named by their type, with no [DONE]: as sent.
+    named = next((w for w in map(detect_wire, chunks) if w is not None), "chat") != "chat"
     lines = []
     for number, chunk in enumerate(chunks, 1):
         # SSE as providers send it (ASCII escapes); JSONL as record writes it. NaN and
@@ -451,9 +458,15 @@ def _export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 err,
                 "export",
             )
-        lines.append(f"data: {text}\n\n" if args.to == "sse" else _escape_surrogates(text) + "\n")
+        if args.to != "sse":
+            lines.append(_escape_surrogates(text) + "\n")
+            continue
+        kind = chunk.get("type")
+        if named and isinstance(kind, str) and kind and not _LINE_BREAK.search(kind):
+            lines.append(f"event: {kind}\n")
+        lines.append(f"data: {text}\n\n")
     out.writelines(lines)
-    if args.to == "sse":
+    if args.to == "sse" and not named:
         out.write("data: [DONE]\n\n")
     return 0
 
@@ -484,7 +497,12 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise _UsageError(
             f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}"
         ) from None
-    print(f"serving {len(recordings)} recording(s) at {server.base_url}", file=out, flush=True)
+    paths = ", ".join(dict.fromkeys(_WIRE_PATHS[wire] for wire in server.wires if wire is not None))
+    shown = f" ({paths})" if paths else ""
+    # The address ends the line: scripts read it from there.
+    print(
+        f"serving {len(recordings)} recording(s){shown} at {server.base_url}", file=out, flush=True
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -492,6 +510,9 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     finally:
         server.stop()
     return 0
+
+
+_WIRE_PATHS = {"chat": "chat/completions", "responses": "responses", "anthropic": "messages"}
 
 
 def _tool_file(path: str) -> list[dict[str, Any]]:
@@ -787,7 +808,8 @@ def _parser() -> argparse.ArgumentParser:
         "export",
         help="write a capture to stdout as raw SSE (or as .jsonl)",
         description="Convert a capture: .jsonl to the raw Server-Sent Events a provider sends "
-        "(data: lines, then data: [DONE]), or raw SSE to .jsonl. Nothing is assembled.",
+        "(Chat: data: lines, then data: [DONE]; Responses and Anthropic: each event named by "
+        "its type), or raw SSE to .jsonl. Nothing is assembled.",
     )
     export.add_argument("file", nargs="?", help="the capture: .jsonl, raw SSE (.sse or sniffed), -")
     capture_options(export, "FILE")
@@ -800,13 +822,16 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser(
         "serve",
-        help="replay captures over a local OpenAI-compatible endpoint",
-        description="Answer POST /v1/chat/completions on 127.0.0.1 with the captures in order, "
-        "one per request; after the last capture, the last one is answered again. A request "
-        "with stream: true gets the capture as Server-Sent Events (then data: [DONE]); one "
-        "without it gets the capture assembled into one chat.completion (502 with the typed "
-        "error if it does not assemble). GET /v1/models lists the captures' models. One log "
-        "line per request on stderr; Ctrl-C stops.",
+        help="replay captures over a local OpenAI- and Anthropic-compatible endpoint",
+        description="Answer on 127.0.0.1 with the captures in order, one per request, each at "
+        "its wire's path: POST /v1/chat/completions (Chat), /v1/responses (Responses), "
+        "/v1/messages (Anthropic; give the client the address without /v1); after the last "
+        "capture, the last one is answered again. A request with stream: true gets the "
+        "capture as Server-Sent Events (Chat: then data: [DONE]; Responses and Anthropic: "
+        "each event named by its type); one without it gets the capture assembled into one "
+        "chat.completion, response or message (502 with the typed error if it does not "
+        "assemble). GET /v1/models lists the captures' models. One log line per request on "
+        "stderr; Ctrl-C stops.",
     )
     serve.add_argument("files", nargs="*", help="captures (.jsonl or raw SSE), in answer order")
     capture_options(serve, "FILES")

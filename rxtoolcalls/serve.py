@@ -1,14 +1,21 @@
-"""A local OpenAI-compatible endpoint that replays recorded streams over real HTTP (stdlib only).
+"""A local endpoint that replays recorded streams over real HTTP (stdlib only), on every wire.
 
-For demos and tests without a provider: ``POST /v1/chat/completions`` answers with the next
-recording, as Server-Sent Events paced by ``delay`` seconds per chunk when the request has
-``stream: true``, else as one ``chat.completion`` assembled from it. ``GET /v1/models`` lists
-the recordings' models. Errors are JSON bodies in the OpenAI shape (``{"error": {...}}``).
+For demos and tests without a provider. Each recording is served at its wire's path: Chat
+Completions at ``POST /v1/chat/completions``, Responses at ``POST /v1/responses``, Anthropic
+Messages at ``POST /v1/messages``. A request with ``stream: true`` gets the next recording as
+Server-Sent Events paced by ``delay`` seconds per chunk (Chat: ``data:`` lines, then ``data:
+[DONE]``; Responses and Anthropic: each event named by its ``type``, as the providers send
+them and as the anthropic SDK requires); without it, the one object the recording stands for
+(a ``chat.completion``, a ``response``, a ``message``). ``GET /v1/models`` lists the
+recordings' models. Errors are JSON bodies in the wire's shape (OpenAI ``{"error": {...}}``,
+Anthropic ``{"type": "error", "error": {...}}``).
 """
 
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -18,7 +25,9 @@ from typing import Any
 import reactivex
 
 from ._errors import ProviderError, ToolCallStreamError
-from .operators import assemble_choices
+from ._reader import detect_wire
+from ._types import AssistantTurn, Wire
+from .operators import assemble, assemble_choices
 
 __all__ = ["ReplayServer"]
 
@@ -49,20 +58,90 @@ def _completion(chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _error_body(message: str, kind: str, code: object = None) -> dict[str, Any]:
+def _response(chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The non-streaming Responses ``response`` a recording stands for; typed errors raise."""
+    turn: AssistantTurn = reactivex.from_iterable(chunks).pipe(assemble(wire="responses")).run()
+    last: dict[str, Any] = next(
+        (c["response"] for c in reversed(chunks) if isinstance(c.get("response"), dict)), {}
+    )
+    return {
+        "id": "resp_replay",
+        "object": "response",
+        "created_at": 0,
+        "model": "replay",
+        **last,
+        "output": list(turn.items),
+        **({"usage": turn.usage} if turn.usage is not None else {}),
+    }
+
+
+def _message(chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The non-streaming Anthropic ``message`` a recording stands for; typed errors raise."""
+    turn: AssistantTurn = reactivex.from_iterable(chunks).pipe(assemble(wire="anthropic")).run()
+    start: dict[str, Any] = next(
+        (
+            c["message"]
+            for c in chunks
+            if c.get("type") == "message_start" and isinstance(c.get("message"), dict)
+        ),
+        {"id": "msg_replay"},
+    )
+    stop_sequence = None
+    usage = dict(start.get("usage") or {})
+    for chunk in chunks:
+        if chunk.get("type") == "message_delta":
+            delta, more = chunk.get("delta"), chunk.get("usage")
+            if isinstance(delta, dict):
+                stop_sequence = delta.get("stop_sequence", stop_sequence)
+            if isinstance(more, dict):
+                usage.update(more)
+    return {
+        "type": "message",
+        "role": "assistant",
+        "model": "replay",
+        **start,
+        "content": turn.to_message()["content"],
+        "stop_reason": turn.finish_reason,
+        "stop_sequence": stop_sequence,
+        "usage": usage,
+    }
+
+
+def _error_body(message: str, kind: str, code: object = None, wire: Wire = "chat") -> Any:
+    if wire == "anthropic":
+        return {"type": "error", "error": {"type": kind, "message": message}}
     return {"error": {"message": message, "type": kind, "code": code}}
+
+
+_PATHS: dict[Wire, str] = {
+    "chat": "/v1/chat/completions",
+    "responses": "/v1/responses",
+    "anthropic": "/v1/messages",
+}
+# The tail of each path, as a client with any base URL sends it.
+_ROUTES: tuple[tuple[str, Wire], ...] = tuple((p[3:], w) for w, p in _PATHS.items())
+# Anthropic's error types by status; OpenAI's bodies keep the kind they are given.
+_ANTHROPIC_KINDS = {404: "not_found_error", 413: "request_too_large", 502: "api_error"}
+
+
+def _recording_wire(recording: Sequence[dict[str, Any]]) -> Wire | None:
+    """The wire of the first event that shows one; ``None`` when none does (a lone error)."""
+    return next((w for w in map(detect_wire, recording) if w is not None), None)
 
 
 class ReplayServer:
     """Serve recordings on 127.0.0.1 (an ephemeral port unless ``port`` is given).
 
     ``recordings`` holds one chunk list per request, answered in order; after the last, the
-    last one is answered again. An empty recording or a chunk that is not a dict is refused
-    (``ValueError``). ``cut`` maps a request number (0-based) to a chunk count after which the
-    stream is dropped without ``[DONE]``, as a failing proxy would. ``requests`` keeps every
-    request body; ``disconnects`` counts streams the client closed before the end. ``log``,
-    if given, receives one line per request. A client that announces more body than it sends
-    is dropped after ``timeout`` seconds.
+    last one is answered again. Each is served at its wire's path (a request at another wire's
+    path gets a 400 that names the right one); one that shows no wire, at any. An empty
+    recording or a chunk that is not a dict is refused (``ValueError``). ``cut`` maps a
+    request number (0-based) to a chunk count after which the stream is dropped without its
+    end, as a failing proxy would. ``requests`` keeps every request body; ``disconnects``
+    counts streams the client closed before the end (seen at once, even while pacing).
+    ``log``, if given, receives one line per request. A client that announces more body than
+    it sends is dropped after ``timeout`` seconds. ``base_url`` is for an OpenAI client,
+    ``root_url`` for an Anthropic one.
 
     >>> with ReplayServer([[{"choices": []}]]) as server:
     ...     server.base_url.startswith("http://127.0.0.1:")
@@ -87,6 +166,8 @@ class ReplayServer:
             if not all(isinstance(chunk, dict) for chunk in recording):
                 raise ValueError(f"recording {number} holds a chunk that is not a dict")
         self.recordings = [list(r) for r in recordings]
+        self.wires = [_recording_wire(r) for r in self.recordings]
+        """The wire of each recording (``None`` if it shows none)."""
         self.delay = delay
         self.cut = dict(cut or {})
         self.requests: list[dict[str, Any]] = []
@@ -103,9 +184,11 @@ class ReplayServer:
 
             timeout = read_timeout  # applied to the socket by StreamRequestHandler
             detail = ""
+            route: Wire = "chat"
 
             def parse_request(self) -> bool:
                 self.detail = ""  # one handler serves every request of a kept-alive connection
+                self.route = "chat"
                 return super().parse_request()
 
             def log_message(self, format: str, *args: object) -> None:
@@ -131,7 +214,9 @@ class ReplayServer:
 
             def fail(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
                 self.detail = message
-                self.send_json(status, _error_body(message, kind))
+                if self.route == "anthropic":
+                    kind = _ANTHROPIC_KINDS.get(status, "invalid_request_error")
+                self.send_json(status, _error_body(message, kind, wire=self.route))
 
             def send_error(
                 self, code: int, message: str | None = None, explain: str | None = None
@@ -180,11 +265,15 @@ class ReplayServer:
                 return body
 
             def do_POST(self) -> None:
+                path = self.path.split("?", 1)[0].rstrip("/")
+                route = next((w for tail, w in _ROUTES if path.endswith(tail)), None)
+                self.route = route or "chat"
                 body = self.read_body()
                 if body is None:
                     return
-                if not self.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions"):
-                    self.fail(404, "only /v1/chat/completions is served", "not_found")
+                if route is None:
+                    served = ", ".join(_PATHS.values())
+                    self.fail(404, f"not found: {self.path} (POST serves {served})", "not_found")
                     return
                 try:
                     request = json.loads(body or b"{}")
@@ -199,30 +288,59 @@ class ReplayServer:
                     server.requests.append(request)
                 which = min(number, len(server.recordings) - 1)
                 chunks = server.recordings[which]
+                wire = server.wires[which]
+                if wire is not None and wire != route:
+                    self.fail(
+                        400,
+                        f"recording {which + 1} is a {wire} stream, served at {_PATHS[wire]}, "
+                        f"not at {_PATHS[route]}",
+                    )
+                    return
                 self.detail = f"recording {which + 1}/{len(server.recordings)}"
                 if request.get("stream") is True:
                     self.stream(chunks, server.cut.get(number))
                 else:
                     self.complete(chunks)
 
-            def complete(self, chunks: list[dict[str, Any]]) -> None:
+            def pause(self, seconds: float) -> bool:
+                """Wait ``seconds``; ``False`` as soon as the client closes the connection."""
+                deadline = time.monotonic() + seconds
+                ready, _, _ = select.select([self.connection], [], [], seconds)
+                if not ready:
+                    return True
                 try:
-                    completion = _completion(chunks)
+                    peeked = self.connection.recv(1, socket.MSG_PEEK)
+                except OSError:
+                    return False
+                if not peeked:
+                    return False
+                time.sleep(max(0.0, deadline - time.monotonic()))  # bytes, not a close
+                return True
+
+            def complete(self, chunks: list[dict[str, Any]]) -> None:
+                build, kind = {
+                    "chat": (_completion, "chat.completion"),
+                    "responses": (_response, "response"),
+                    "anthropic": (_message, "message"),
+                }[self.route]
+                try:
+                    answer = build(chunks)
                 except ToolCallStreamError as error:
                     self.detail += f", {type(error).__name__}"
                     code = error.code if isinstance(error, ProviderError) else None
-                    self.send_json(
-                        502, _error_body(str(error), type(error).__name__, _json_safe(code))
-                    )
+                    kind_name = "api_error" if self.route == "anthropic" else type(error).__name__
+                    payload = _error_body(str(error), kind_name, _json_safe(code), self.route)
+                    self.send_json(502, payload)
                     return
-                self.detail += ", one chat.completion (no stream: true)"
-                self.send_json(200, completion)
+                self.detail += f", one {kind} (no stream: true)"
+                self.send_json(200, answer)
 
             def stream(self, chunks: list[dict[str, Any]], stop_after: int | None) -> None:
                 shown = len(chunks) if stop_after is None else min(stop_after, len(chunks))
                 self.detail += f", {shown} chunks streamed"
                 if shown < len(chunks):
                     self.detail += ", then the connection dropped"
+                named = self.route != "chat"
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
@@ -235,12 +353,13 @@ class ReplayServer:
                             self.wfile.flush()
                             self.connection.shutdown(2)  # a dropped connection, no [DONE]
                             return
-                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                        self.wfile.write(_frame(chunk, named))
                         self.wfile.flush()
-                        if server.delay:
-                            time.sleep(server.delay)
-                    self.wfile.write(b"data: [DONE]\n\n")
-                    self.wfile.flush()
+                        if server.delay and not self.pause(server.delay):
+                            raise ConnectionResetError  # the client left during the pause
+                    if not named:
+                        self.wfile.write(b"data: [DONE]\n\n")  # Chat's end; the others have none
+                        self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     with server._lock:
                         server.disconnects += 1
@@ -251,7 +370,12 @@ class ReplayServer:
     @property
     def base_url(self) -> str:
         """The ``base_url`` to give an OpenAI client (ends in ``/v1``)."""
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return f"{self.root_url}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The ``base_url`` to give an Anthropic client (no ``/v1``: it adds its own)."""
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     def start(self) -> ReplayServer:
         """Serve on a background thread."""
@@ -283,6 +407,15 @@ class ReplayServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _frame(chunk: dict[str, Any], named: bool) -> bytes:
+    """One SSE event; ``named`` gives it an ``event:`` line with its ``type``."""
+    data = f"data: {json.dumps(chunk)}\n\n"
+    kind = chunk.get("type")
+    if named and isinstance(kind, str) and kind and "\n" not in kind and "\r" not in kind:
+        return f"event: {kind}\n{data}".encode()
+    return data.encode()
 
 
 def _model(name: str) -> dict[str, Any]:

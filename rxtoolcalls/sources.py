@@ -19,12 +19,23 @@ from reactivex import Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable
 from reactivex.scheduler import CurrentThreadScheduler
 
-from ._errors import MalformedChunkError, ProviderError, provider_error
+from ._errors import (
+    RETRY_HINT,
+    MalformedChunkError,
+    ProviderError,
+    clip,
+    excerpt,
+    provider_error,
+    retryable,
+)
 from ._policy import Limits
 from ._sse import DONE, ServerSentEvent, SSEDecoder, chunk_from_event, load_json
+from .wires import anthropic as anthropic_wire
 
 __all__ = [
     "demo_path",
+    "from_anthropic_stream",
+    "from_async_anthropic_stream",
     "from_async_iterable",
     "from_async_openai_stream",
     "from_jsonl",
@@ -53,6 +64,8 @@ def read_jsonl(source: str | os.PathLike[str] | Iterable[str]) -> Iterator[dict[
     """Yield the chunks of a capture: a path to a ``.jsonl`` file, or its lines.
 
     Blank lines are skipped; a line that is not a JSON object raises ``MalformedChunkError``.
+    A line of exactly ``{"event": name or null, "data": {...}}`` (a recorded SSE event with
+    its name, as in the wire fixtures) yields its ``data``: dispatch is on ``data["type"]``.
     """
     if isinstance(source, str | os.PathLike):
         with Path(source).open(encoding="utf-8") as lines:
@@ -68,7 +81,15 @@ def _parse_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
         chunk = load_json(line, f"line {number}")
         if type(chunk) is not dict:
             raise MalformedChunkError(f"line {number} is not a JSON object: {type(chunk).__name__}")
-        yield chunk
+        yield _event_data(chunk)
+
+
+def _event_data(chunk: dict[str, Any]) -> dict[str, Any]:
+    if len(chunk) == 2 and "data" in chunk and "event" in chunk:
+        data, name = chunk["data"], chunk["event"]
+        if type(data) is dict and (name is None or type(name) is str):
+            return data
+    return chunk
 
 
 def from_jsonl(source: str | os.PathLike[str] | Iterable[str]) -> Observable[dict[str, Any]]:
@@ -455,9 +476,15 @@ def _from_async_sse(
 
 
 def _typed_sdk_error(error: Exception) -> Exception:
-    """An in-band error the openai SDK raised, as our ``ProviderError``; others unchanged."""
-    module = type(error).__module__
-    if module.startswith("openai") and type(error).__name__ == "APIError":
+    """An error the openai or anthropic SDK raised, as our typed one; others unchanged.
+
+    openai raises ``APIError`` for an in-band ``error`` event; anthropic raises an
+    ``APIStatusError`` for one (with the stream's status, 200). Both raise ``APIStatusError``
+    for an error status when a helper's manager (``messages.stream(...)``,
+    ``responses.stream(...)``) sends its request. Connection errors stay themselves.
+    """
+    kind = type(error)
+    if kind.__module__.startswith("openai") and kind.__name__ == "APIError":
         body = getattr(error, "body", None)
         code = getattr(error, "code", None) or getattr(error, "type", None)
         typed = ProviderError(
@@ -469,59 +496,232 @@ def _typed_sdk_error(error: Exception) -> Exception:
         )
         typed.__cause__ = error
         return typed
+    if any(
+        base.__name__ == "APIStatusError" and base.__module__.startswith(("anthropic", "openai"))
+        for base in kind.__mro__
+    ):
+        typed = _status_error(error)
+        typed.__cause__ = error
+        return typed
     return error
 
 
-def from_openai_stream(stream: Iterable[Any]) -> Observable[Any]:
-    """The chunks of an openai SDK ``Stream[ChatCompletionChunk]`` (``stream=True``).
+def _status_error(error: Exception) -> ProviderError:
+    """An SDK's ``APIStatusError`` (anthropic's or openai's) as a ``ProviderError``."""
+    body = getattr(error, "body", None)
+    status = getattr(error, "status_code", None)
+    said = getattr(error, "api_message", None) or getattr(error, "message", None) or str(error)
+    # openai keeps the error's code in ``code``, anthropic its type in ``type``.
+    code = getattr(error, "code", None) or getattr(error, "type", None)
+    if not isinstance(status, int) or status < 400:
+        # In band: the stream's own status (200) says nothing about the error.
+        return provider_error(said, code, body)
+    found = retryable(code, body)
+    typed = ProviderError(
+        f"the provider answered HTTP {status}: {clip(str(said), 200)}"
+        f"{'' if code is None else f' (type {excerpt(code)})'}; nothing was emitted",
+        code=code if code is not None else status,
+        body=body,
+        retryable=retryable(status) if found is None else found,
+    )
+    if typed.retryable:
+        typed.hint = RETRY_HINT
+    return typed
 
-    Reads on the subscribing thread. Given a scheduler (``subscribe_on``, ``.run()``), a
-    stream over a socket is read on a thread of its own, from which the chunks arrive; any
-    other iterable on that scheduler. Completing, failing or disposing closes the HTTP
-    response, and disposing (``take_until``, ``ops.timeout``) shuts its socket down at once,
-    even while a read waits on a silent server (HTTP/1.x; on HTTP/2 the response is closed).
-    An in-band error the SDK raises (``APIError``) arrives as ``ProviderError``; a connection
-    error as itself (``assemble()`` turns it into ``StreamInterruptedError``). Each stream can
-    be read once.
+
+def from_openai_stream(stream: Any) -> Observable[Any]:
+    """The events of an openai SDK stream: Chat chunks or Responses events, sync.
+
+    ``stream`` is ``client.chat.completions.create(..., stream=True)`` or
+    ``client.responses.create(..., stream=True)``; both assemble the same way. The helpers'
+    streams work too, read underneath their accumulators: the one ``with
+    client.responses.stream(...) as s`` gives, or the manager itself (each subscription enters
+    it, sending the request, and leaves it at the end). Reads on the subscribing thread. Given
+    a scheduler (``subscribe_on``, ``.run()``), a stream over a socket is read on a thread of
+    its own, from which the events arrive; any other iterable on that scheduler. Completing,
+    failing or disposing closes the HTTP response, and disposing (``take_until``,
+    ``ops.timeout``) shuts its socket down at once, even while a read waits on a silent server
+    (HTTP/1.x; on HTTP/2 the response is closed). An in-band error the SDK raises
+    (``APIError``), and an error status a manager meets (``APIStatusError``), arrive as
+    ``ProviderError`` with ``retryable``; a connection error as itself (``assemble()`` turns it
+    into ``StreamInterruptedError``). Each stream can be read once.
     """
+    return _sync_sdk(stream, _every)
+
+
+def from_async_openai_stream(
+    stream: Any, *, loop: asyncio.AbstractEventLoop | None = None
+) -> Observable[Any]:
+    """The events of an openai SDK ``AsyncStream`` (Chat or Responses), read on an asyncio loop.
+
+    The async helpers' streams and managers (``client.responses.stream(...)``) work as in
+    ``from_openai_stream``. Disposing cancels the pending read and closes the stream (its HTTP
+    response); errors arrive as ``on_error`` (an in-band ``APIError`` as ``ProviderError``).
+    Use ``await from_async_openai_stream(s).pipe(assemble())`` inside the loop.
+    """
+    return _async_sdk(stream, _every, loop)
+
+
+def _every(_: object) -> bool:
+    return True
+
+
+def _raw_anthropic(event: object) -> bool:
+    """Whether ``event`` is on the wire: not one the SDK's ``MessageStream`` adds to it."""
+    # The manager adds "text", "input_json", "citation", "thinking", "signature" (and beta
+    # "compaction") events, and re-types the stop events it enriches. Those classes live in
+    # anthropic.lib.streaming; the wire's own (and dicts) pass.
+    if not type(event).__module__.startswith("anthropic.lib"):
+        return True
+    kind = getattr(event, "type", None)
+    return isinstance(kind, str) and (anthropic_wire.identifies(kind) or kind == "error")
+
+
+def _raw_stream(stream: Any) -> Any:
+    """The SDK ``Stream`` under a helper's stream (``MessageStream``, ``ResponseStream``).
+
+    Reading the raw stream skips the helper's own accumulator, which runs before we see an
+    event, adds events of its own, and fails with untyped errors (``IndexError``) on a
+    malformed stream.
+    """
+    raw = getattr(stream, "_raw_stream", None)
+    if raw is not None and getattr(raw, "response", None) is not None:
+        return raw
+    return stream
+
+
+def _sdk_source(
+    stream: Iterable[Any], owner: object, keep: Callable[[Any], bool]
+) -> Observable[Any]:
+    """Read an SDK stream with ``_blocking_source``; closing ``owner`` frees its response."""
 
     def read(observer: abc.ObserverBase[Any], stopped: threading.Event) -> None:
-        for chunk in stream:
+        for event in stream:
             if stopped.is_set():
                 return
-            observer.on_next(chunk)
+            if keep(event):
+                observer.on_next(event)
             if stopped.is_set():
                 return
 
     def close() -> None:
-        closer = getattr(stream, "close", None)
+        closer = getattr(owner, "close", None)
         if callable(closer):
             closer()
 
-    response = getattr(stream, "response", None)
+    response = getattr(stream, "response", None) or getattr(owner, "response", None)
     return _blocking_source(read, close, response, close_any_thread=True, typed=_typed_sdk_error)
 
 
-def from_async_openai_stream(
-    stream: AsyncIterable[Any], *, loop: asyncio.AbstractEventLoop | None = None
-) -> Observable[Any]:
-    """The chunks of an openai SDK ``AsyncStream``, read on the running asyncio loop.
+def _is_manager(stream: object, enter: str, iterate: str) -> bool:
+    return hasattr(stream, enter) and not hasattr(stream, iterate)
 
-    Disposing cancels the pending read and closes the stream (its HTTP response); errors
-    arrive as ``on_error`` (an in-band ``APIError`` as ``ProviderError``). Use
-    ``await from_async_openai_stream(s).pipe(assemble())`` inside the loop.
-    """
 
-    async def chunks() -> AsyncIterator[Any]:
+def _sync_sdk(stream: Any, keep: Callable[[Any], bool]) -> Observable[Any]:
+    """A sync SDK stream, or a manager entered per subscription, as an Observable."""
+    if not _is_manager(stream, "__enter__", "__iter__"):
+        return _sdk_source(_raw_stream(stream), stream, keep)
+    manager = stream
+
+    def enter(_: abc.SchedulerBase | None) -> Observable[Any]:
         try:
-            async for chunk in stream:
-                yield chunk
-        except Exception as error:  # noqa: BLE001 - re-raised, typed
-            raise _typed_sdk_error(error) from error.__cause__
-        finally:
-            await _close(stream)
+            opened = manager.__enter__()
+        except Exception as error:  # noqa: BLE001 - delivered as on_error, typed
+            return reactivex.throw(_typed_sdk_error(error))
+        return _sdk_source(_raw_stream(opened), _Leaving(manager), keep)
 
-    return from_async_iterable(chunks, loop=loop)
+    return reactivex.defer(enter)
+
+
+def _async_sdk(
+    stream: Any, keep: Callable[[Any], bool], loop: asyncio.AbstractEventLoop | None
+) -> Observable[Any]:
+    """An async SDK stream, or an async manager entered per subscription, as an Observable."""
+    manager = stream if _is_manager(stream, "__aenter__", "__aiter__") else None
+
+    async def events() -> AsyncIterator[Any]:
+        async with _typed_errors():
+            opened = stream if manager is None else await manager.__aenter__()
+            try:
+                async for event in _raw_stream(opened):
+                    if keep(event):
+                        yield event
+            finally:
+                if manager is None:
+                    await _close(opened)
+                else:
+                    await manager.__aexit__(None, None, None)
+
+    return from_async_iterable(events, loop=loop)
+
+
+def from_anthropic_stream(stream: Any) -> Observable[Any]:
+    """The raw events of an anthropic SDK stream, sync (``RawMessageStreamEvent`` objects).
+
+    ``stream`` is ``client.messages.create(..., stream=True)``, the ``MessageStream`` that
+    ``with client.messages.stream(...) as s`` gives, or the manager ``messages.stream(...)``
+    itself (not entered): then each subscription enters it, sending the request, and leaves it
+    at the end, so a retry sends a new request. The manager's own events (``text``,
+    ``input_json``, ``citation``, ``thinking``, ``signature``) are left out: the wire's events
+    alone reach ``assemble()``. Reading, closing and disposing are as in
+    ``from_openai_stream``: disposing shuts the socket down at once. An ``error`` event and an
+    error status (``APIStatusError``: overloaded, rate limit, …) arrive as ``ProviderError``
+    with ``retryable``; a connection error as itself. Anything else is a ``TypeError`` at once.
+    """
+    if not (isinstance(stream, Iterable) or _is_manager(stream, "__enter__", "__iter__")):
+        raise _not_a_stream("from_anthropic_stream", stream, "from_async_anthropic_stream")
+    return _sync_sdk(stream, _raw_anthropic)
+
+
+def _not_a_stream(function: str, stream: object, other: str) -> TypeError:
+    sync = "async" not in function
+    fits = isinstance(stream, AsyncIterable if sync else Iterable) or hasattr(
+        stream, "__aenter__" if sync else "__enter__"
+    )
+    return TypeError(
+        f"{function} needs an anthropic {'' if sync else 'Async'}Stream, "
+        f"{'' if sync else 'Async'}MessageStream or messages.stream(...) manager, not "
+        f"{type(stream).__name__}" + (f": use {other}" if fits else "")
+    )
+
+
+class _Leaving:
+    """Closing it leaves an entered manager."""
+
+    def __init__(self, manager: Any) -> None:
+        self._manager = manager
+
+    def close(self) -> None:
+        self._manager.__exit__(None, None, None)
+
+
+def from_async_anthropic_stream(
+    stream: Any, *, loop: asyncio.AbstractEventLoop | None = None
+) -> Observable[Any]:
+    """The raw events of an anthropic SDK stream, async, read on an asyncio loop.
+
+    ``stream`` is ``await client.messages.create(..., stream=True)`` (an ``AsyncStream``),
+    the ``AsyncMessageStream`` of ``async with client.messages.stream(...) as s``, or that
+    manager itself (each subscription enters it, sending the request). The manager's own
+    events are left out, as in ``from_anthropic_stream``. Disposing cancels the pending read
+    and closes the stream (its HTTP response); SDK errors arrive typed as there; anything that
+    is not such a stream is a ``TypeError`` at once. Use
+    ``await from_async_anthropic_stream(s).pipe(assemble())`` inside the loop.
+    """
+    if not (isinstance(stream, AsyncIterable) or _is_manager(stream, "__aenter__", "__aiter__")):
+        raise _not_a_stream("from_async_anthropic_stream", stream, "from_anthropic_stream")
+    return _async_sdk(stream, _raw_anthropic, loop)
+
+
+@contextlib.asynccontextmanager
+async def _typed_errors() -> AsyncIterator[None]:
+    try:
+        yield
+    except Exception as error:
+        typed = _typed_sdk_error(error)
+        if typed is error:
+            raise
+        raise typed from error
 
 
 def _wire_dict(chunk: object) -> Any:
