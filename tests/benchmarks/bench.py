@@ -1079,6 +1079,152 @@ def baseline_section(rev: str, sizes: tuple[int, ...], repeats: int) -> list[Tar
     ]
 
 
+# -- Gemini: streamed arguments (fragments) and whole calls (turns) -------------------------
+
+GEMINI_LAYOUTS = ("1 call", "8 calls")
+GEMINI_TURNS = (8, 64)  # whole calls per turn
+
+
+def _gemini(parts: list[dict[str, Any]], finish: str | None = None) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if finish is not None:
+        candidate["finishReason"] = finish
+    return {"candidates": [candidate], "modelVersion": "bench"}
+
+
+def build_gemini_streamed(fragments: int, layout: str) -> list[dict[str, Any]]:
+    """A Gemini stream whose calls stream one string argument, one ``partialArgs`` piece per
+    response (``streamFunctionCallArguments``), with no ids (as Gemini 2.5 sends)."""
+    _, steps = _steps(fragments, layout)
+    events: list[dict[str, Any]] = []
+    for kind, index, piece in steps:
+        if kind == "open":
+            call = {"name": f"tool_{index}", "willContinue": True}
+            events.append(_gemini([{"functionCall": call}]))
+        elif kind == "piece":
+            entry = {"jsonPath": "$.q", "stringValue": piece, "willContinue": True}
+            events.append(
+                _gemini([{"functionCall": {"partialArgs": [entry], "willContinue": True}}])
+            )
+        else:
+            events.append(_gemini([{"functionCall": {}}]))
+    events.append(_gemini([{"text": ""}], "STOP"))
+    return events
+
+
+def build_gemini_whole(calls: int) -> list[dict[str, Any]]:
+    """A Gemini turn of ``calls`` whole ``functionCall`` parts, one per response, no ids."""
+    events = [
+        _gemini([{"functionCall": {"name": f"tool_{i}", "args": {"q": _arguments(60, i), "n": i}}}])
+        for i in range(calls)
+    ]
+    events.append(_gemini([{"text": ""}], "STOP"))
+    return events
+
+
+def gemini_hand_streamed(events: Iterable[dict[str, Any]]) -> Calls:
+    """A minimal Gemini accumulator for string paths: calls in order, pieces joined by path."""
+    calls: list[tuple[str, dict[str, list[str]]]] = []
+    for event in events:
+        for part in event["candidates"][0]["content"]["parts"]:
+            call = part.get("functionCall")
+            if call is None:
+                continue
+            name = call.get("name")
+            if name is not None:
+                calls.append((name, {}))
+            for entry in call.get("partialArgs", ()):
+                calls[-1][1].setdefault(entry["jsonPath"][2:], []).append(entry["stringValue"])
+    # Written once as JSON and parsed, as the turn gives both the text and the object.
+    return [
+        ("", name, json.loads(json.dumps({k: "".join(v) for k, v in paths.items()})))
+        for name, paths in calls
+    ]
+
+
+def gemini_hand_whole(events: Iterable[dict[str, Any]]) -> Calls:
+    """What a turn of whole calls gives, by hand: an id each, the text, the parsed object."""
+    calls: Calls = []
+    for event in events:
+        for part in event["candidates"][0]["content"]["parts"]:
+            call = part.get("functionCall")
+            if call is not None:
+                call_id = call.get("id") or f"call_{os.urandom(12).hex()}"
+                del call_id  # made as the turn makes it; random, so left out of the result
+                calls.append(("", call["name"], json.loads(json.dumps(call["args"]))))
+    return calls
+
+
+def _without_ids(run: Callable[[list[Any]], Calls]) -> Callable[[list[Any]], Calls]:
+    """Synthesized ids are random: results are compared without them."""
+
+    def compare(events: list[Any]) -> Calls:
+        return [("", name, args) for _, name, args in run(events)]
+
+    return compare
+
+
+def gemini_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
+    """Gemini streamed-argument and whole-call turns against their hand loops (printed)."""
+    cases: list[tuple[str, int, int, list[dict[str, Any]], Callable[[Any], Calls]]] = []
+    for layout in GEMINI_LAYOUTS:
+        for size in sizes:
+            events = build_gemini_streamed(size, layout)
+            cases.append((f"streamed, {layout}", size, size, events, gemini_hand_streamed))
+    cases += [
+        ("whole calls", calls, calls, build_gemini_whole(calls), gemini_hand_whole)
+        for calls in GEMINI_TURNS
+    ]
+    print("\n### Gemini: per second (fragments streamed; calls whole), ratio to the hand loop\n")
+    print("| turn | size | hand loop | Assembler | assemble() | assemble(wire='gemini') |")
+    print("|---|---:|---:|---:|---:|---:|")
+    worst = 1e9
+    for label, size, units, events, hand in cases:
+        runs: list[tuple[str, Callable[[Any], Calls]]] = [
+            ("hand", hand),
+            ("Assembler", _without_ids(ours_assembler)),
+            ("assemble", _without_ids(ours_assemble)),
+            ("forced", _without_ids(ours_assemble_forced("gemini"))),
+        ]
+        expected = hand(events)
+        best = {name: float("inf") for name, _ in runs}
+        # Whole-call turns are tiny: many repeats, each the minimum of a batch.
+        batch = max(1, 2_000 // max(1, len(events)))
+        for _ in range(max(repeats, min(20, repeats * 100_000 // (size * 4 + 1000)))):
+            for name, fn in runs:
+                gc.collect()
+                gc.disable()
+                try:
+                    start = time.perf_counter()
+                    for _ in range(batch):
+                        result = fn(events)
+                    seconds = (time.perf_counter() - start) / batch
+                finally:
+                    gc.enable()
+                if result != expected:
+                    raise SystemExit(f"gemini: {name} gave a different result on {label} {size}")
+                best[name] = min(best[name], seconds)
+        rates = {name: units / seconds for name, seconds in best.items()}
+        ratio = rates["assemble"] / rates["hand"]
+        worst = min(worst, ratio)
+        print(
+            f"| {label} | {size:,} | {rates['hand']:,.0f} | "
+            + " | ".join(
+                f"{rates[n]:,.0f} ({rates[n] / rates['hand']:.2f})"
+                for n in ("Assembler", "assemble", "forced")
+            )
+            + " |"
+        )
+        print(f"  measured gemini {label:>20} {size:>9,}", file=sys.stderr, flush=True)
+    return [
+        (
+            "gemini: assemble() >= 1/3 of its hand loop, streamed and whole-call turns",
+            worst >= 1 / 3,
+            f"worst {worst:.2f}",
+        )
+    ]
+
+
 def wire_sections(
     sizes: tuple[int, ...], repeats: int, peers: bool, baseline: str | None
 ) -> list[Target]:
@@ -1090,6 +1236,7 @@ def wire_sections(
         rows = measure_wire(wire, sizes, repeats, peers)
         report_wire(wire, rows)
         results += wire_targets(wire, rows)
+    results += gemini_section(tuple(s for s in sizes if s <= 100_000), repeats)
     return results
 
 
@@ -1363,8 +1510,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the wire sections: the baseline comparison, Responses and Anthropic",
     )
+    parser.add_argument("--gemini", action="store_true", help="only the Gemini section")
     args = parser.parse_args(argv)
     baseline = None if args.baseline.lower() == "none" else args.baseline
+    if args.gemini:
+        sizes = (2_500, 10_000) if args.quick else tuple(s for s in SIZES if s <= 100_000)
+        return verdict(gemini_section(sizes, 1 if args.quick else args.repeats))
     if args.wires:
         sizes = (2_500, 10_000) if args.quick else SIZES
         wires = wire_sections(sizes, 1 if args.quick else args.repeats, not args.no_peers, baseline)
