@@ -1225,6 +1225,103 @@ def gemini_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
     ]
 
 
+# -- from bytes: SSE pieces as a socket gives them ---------------------------------------
+
+PIECE = 16 * 1024  # bytes per read, as httpx's iter_bytes() gives them
+
+
+def hand_loop_bytes(pieces: Iterable[bytes]) -> Calls:
+    """A stdlib hand loop over raw SSE bytes: split lines, ``json.loads`` each data line, the
+    dict loop of ``hand_loop_dicts``."""
+    calls: dict[int, list[Any]] = {}
+    rest = b""
+    for piece in pieces:
+        *lines, rest = (rest + piece).split(b"\n")
+        for line in lines:
+            if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            for entry in chunk["choices"][0]["delta"].get("tool_calls") or ():
+                slot = calls.get(entry["index"])
+                if slot is None:
+                    slot = calls[entry["index"]] = [entry.get("id"), None, []]
+                function = entry.get("function") or {}
+                if function.get("name"):
+                    slot[1] = function["name"]
+                if function.get("arguments"):
+                    slot[2].append(function["arguments"])
+    return [(s[0], s[1], json.loads("".join(s[2]))) for _, s in sorted(calls.items())]
+
+
+def ours_from_bytes(pieces: list[bytes]) -> Calls:
+    out: list[rt.AssistantTurn] = []
+    rt.from_sse(pieces).pipe(rt.assemble()).subscribe(out.append)
+    return _calls(out[0])
+
+
+def bytes_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
+    """``from_sse`` + ``assemble()`` over raw SSE bytes against the stdlib hand loop, with the
+    standard library's parser and (if installed) the ``fast`` extra's (printed)."""
+    from rxtoolcalls import _sse
+
+    fast = _sse._fast_decode
+    print(f"\n### From bytes: SSE in {PIECE // 1024} KiB pieces, fragments/s (ratio)\n")
+    print(
+        "| layout | fragments | stdlib hand loop | from_sse + assemble() | with `fast` (msgspec) |"
+    )
+    print("|---|---:|---:|---:|---:|")
+    worst_std, worst_fast = 1e9, 1e9
+    for layout in LAYOUTS:
+        for size in sizes:
+            chunks = build_stream(size, layout)
+            body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+            raw = body.encode()
+            pieces = [raw[i : i + PIECE] for i in range(0, len(raw), PIECE)]
+            n = fragment_count(chunks)
+            expected = hand_loop_bytes(pieces)
+            best = {"hand": float("inf"), "std": float("inf"), "fast": float("inf")}
+            for _ in range(max(repeats, repeats * 100_000 // (size * 4))):
+                for name in best:
+                    if name == "fast" and fast is None:
+                        continue
+                    _sse._fast_decode = fast if name == "fast" else None
+                    try:
+                        fn = hand_loop_bytes if name == "hand" else ours_from_bytes
+                        seconds, result = _time(fn, pieces)
+                    finally:
+                        _sse._fast_decode = fast
+                    if result != expected:
+                        raise SystemExit(f"from bytes: {name} differs on {layout} {size}")
+                    best[name] = min(best[name], seconds)
+            rates = {k: n / v for k, v in best.items() if v != float("inf")}
+            std = rates["std"] / rates["hand"]
+            worst_std = min(worst_std, std)
+            cells = f"{rates['std']:,.0f} ({std:.2f})"
+            fast_cell = "not installed"
+            if "fast" in rates:
+                ratio = rates["fast"] / rates["hand"]
+                worst_fast = min(worst_fast, ratio)
+                fast_cell = f"{rates['fast']:,.0f} ({ratio:.2f})"
+            print(f"| {layout} | {n:,} | {rates['hand']:,.0f} | {cells} | {fast_cell} |")
+            print(f"  measured bytes {layout:>13} {size:>9,}", file=sys.stderr, flush=True)
+    targets: list[Target] = [
+        (
+            "from bytes: from_sse + assemble() >= 1.0x the stdlib hand loop",
+            worst_std >= 1.0,
+            f"worst {worst_std:.2f}",
+        )
+    ]
+    if fast is not None:
+        targets.append(
+            (
+                "from bytes, fast extra: >= 2x the stdlib hand loop",
+                worst_fast >= 2.0,
+                f"worst {worst_fast:.2f}",
+            )
+        )
+    return targets
+
+
 def wire_sections(
     sizes: tuple[int, ...], repeats: int, peers: bool, baseline: str | None
 ) -> list[Target]:
@@ -1511,8 +1608,13 @@ def main(argv: list[str] | None = None) -> int:
         help="only the wire sections: the baseline comparison, Responses and Anthropic",
     )
     parser.add_argument("--gemini", action="store_true", help="only the Gemini section")
+    parser.add_argument("--bytes", action="store_true", help="only the from-bytes section")
     args = parser.parse_args(argv)
     baseline = None if args.baseline.lower() == "none" else args.baseline
+    sizes: tuple[int, ...]
+    if args.bytes:
+        sizes = (2_500, 10_000) if args.quick else (10_000, 100_000)
+        return verdict(bytes_section(sizes, 1 if args.quick else args.repeats))
     if args.gemini:
         sizes = (2_500, 10_000) if args.quick else tuple(s for s in SIZES if s <= 100_000)
         return verdict(gemini_section(sizes, 1 if args.quick else args.repeats))
