@@ -134,9 +134,9 @@ class _UnusableStreamError(TypeError):
 
 def _unusable(value: object, why: str = "") -> _UnusableStreamError:
     return _UnusableStreamError(
-        f"open_stream returned a {type(value).__name__}{why}; return an Observable of chunks, "
-        f"an openai Stream or AsyncStream (or the coroutine that creates it), or an iterable "
-        f"of chunks"
+        f"open_stream returned a {type(value).__name__}{why}; return an Observable of events, "
+        f"an SDK Stream or AsyncStream (or the coroutine that creates it), or an iterable "
+        f"of events"
     )
 
 
@@ -252,6 +252,8 @@ def run_tool(
 ) -> Observable[Any]:
     """The tool's single result, started on ``where.scheduler`` if ``claim()``, else empty.
 
+    A function call's tool gets the arguments as keywords; a custom call's its raw text.
+
     An ``async`` tool runs on ``where.loop``, or (no loop) to completion on a loop of its own
     on the dispatching thread; disposing cancels it either way.
     """
@@ -266,10 +268,14 @@ def run_tool(
                 observer.on_completed()  # not run: the caller decides what answers it
                 return
             try:
-                problem = schema_problem(tool, call.parsed_arguments)
-                if problem is not None:
-                    raise ValueError(problem)
-                result = tool(**call.parsed_arguments)
+                if call.type == "custom":
+                    # Free-form input (a Responses custom tool): the text itself, unparsed.
+                    result = tool(call.arguments)
+                else:
+                    problem = schema_problem(tool, call.parsed_arguments)
+                    if problem is not None:
+                        raise ValueError(problem)
+                    result = tool(**call.parsed_arguments)
             except Exception as error:  # noqa: BLE001 - the tool's failure, reported
                 observer.on_error(error)
                 return

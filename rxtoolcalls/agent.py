@@ -49,7 +49,8 @@ from ._close import resolve_policy, single_turn
 from ._errors import MalformedChunkError, ToolCallStreamError, clip
 from ._policy import Policy, PolicyName
 from ._reader import reader as TurnReader
-from ._types import AssistantTurn, ToolCall, ToolCallStarted, tool_content
+from ._types import AssistantTurn, ToolCall, ToolCallStarted, Wire, tool_content
+from .transcript import answer_text, answered_calls, canonical_arguments, transcript_wire
 
 __all__ = [
     "AgentEvent",
@@ -167,18 +168,35 @@ def _ledger_key(turn: int, call: ToolCall) -> str:
 
 
 def _answered(messages: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], str]:
-    """The tool answers already in a transcript, by the (id, name, arguments) they answer."""
-    asked: dict[str, tuple[str, str]] = {}
-    answers: dict[tuple[str, str, str], str] = {}
-    for message in messages:
-        for entry in message.get("tool_calls") or ():
-            function = entry.get("function") if isinstance(entry, Mapping) else None
-            if isinstance(function, Mapping) and isinstance(entry.get("id"), str):
-                asked[entry["id"]] = (str(function.get("name")), str(function.get("arguments")))
-        call_id = message.get("tool_call_id")
-        if message.get("role") == "tool" and isinstance(call_id, str) and call_id in asked:
-            answers[(call_id, *asked[call_id])] = _content(message.get("content"))
-    return answers
+    """The tool answers already in a transcript of any wire, by the call they answer."""
+    wire = transcript_wire(messages)
+    text = _content if wire == "chat" else answer_text
+    return {key: text(value) for key, value in answered_calls(messages).items()}
+
+
+def _answered_key(call: ToolCall, wire: Wire) -> tuple[str, str, str]:
+    """The key ``_answered`` gives the answer to ``call`` (Anthropic inputs by value)."""
+    if wire == "anthropic":
+        return (call.id, call.name, canonical_arguments(call.parsed_arguments))
+    return (call.id, call.name, call.arguments)
+
+
+def _as_list(message: Any) -> list[Message]:
+    """``to_message()``'s value as entries of the transcript (Responses gives a list)."""
+    return list(message) if isinstance(message, list) else [message]
+
+
+def _exchange(
+    turn: AssistantTurn, finished: Sequence[ToolCallFinished], empty_content: str | None
+) -> list[Message]:
+    """The turn and its answers in the turn's wire; Anthropic marks failed calls ``is_error``."""
+    entries = turn.exchange([event.content for event in finished], empty_content)
+    if turn.wire == "anthropic":
+        failed = {event.call.id for event in finished if event.error is not None}
+        for block in entries[-1]["content"] if failed else ():
+            if block.get("tool_use_id") in failed:
+                block["is_error"] = True
+    return entries
 
 
 # One lock for every ledger: claiming a call is a check and a write that must not interleave,
@@ -231,6 +249,7 @@ class _Settings:
     policy: Policy
     empty_content: str | None
     ledger: Ledger
+    answered: Mapping[tuple[str, str, str], str]
 
 
 class _OnLoop:
@@ -336,7 +355,7 @@ class _Conversation:
         self.on_loop = on_loop
         self.current = SerialDisposable()
         self.transcript = [dict(m) for m in settings.messages]
-        self.answered = _answered(settings.messages)
+        self.answered = settings.answered
         self.lock = threading.Lock()
         self.done = False
         self.stopping = threading.Event()
@@ -486,22 +505,32 @@ class _Conversation:
     def turn_done(self, number: int, turn: AssistantTurn) -> None:
         if not self.emit(TurnFinished(number, turn)):
             return
-        if not turn.tool_calls:
-            self.transcript.append(turn.to_message(self.s.empty_content))
+        paused = turn.needs_continuation
+        if not turn.tool_calls and not paused:
+            self.transcript.extend(_as_list(turn.to_message(self.s.empty_content)))
             if self.emit(Conversation(tuple(self.transcript), turn, number)) and self._finish():
                 self.current.dispose()
                 self.observer.on_completed()
             return
         if number >= self.s.max_turns:
+            asked = ", ".join(c.name[:64] for c in turn.tool_calls)
             self.fail(
                 TurnLimitError(
-                    f"the model still asked for tools after {self.s.max_turns} turns "
-                    f"({', '.join(c.name[:64] for c in turn.tool_calls)})",
+                    f"the provider still paused the turn after {self.s.max_turns} turns"
+                    if paused
+                    else f"the model still asked for tools after {self.s.max_turns} turns "
+                    f"({asked})",
                     hint="raise max_turns, or check what the tools answer",
                 )
             )
             return
-        results = [self.dispatch(number, call) for call in turn.tool_calls]
+        if paused:
+            # Anthropic pause_turn: a long server-side turn stopped early. Its content, sent
+            # back as the last message, is where the next stream goes on; nothing to dispatch.
+            self.transcript.extend(_as_list(turn.to_message(self.s.empty_content)))
+            self.step(lambda: self.stream_turn(number + 1, 0))
+            return
+        results = [self.dispatch(number, call, turn.wire) for call in turn.tool_calls]
         holder = SerialDisposable()
         self.current.disposable = holder
         holder.disposable = (
@@ -520,18 +549,16 @@ class _Conversation:
         for event in finished:
             if not self.emit(event):
                 return
-        self.transcript.extend(
-            turn.exchange([event.content for event in finished], self.s.empty_content)
-        )
+        self.transcript.extend(_exchange(turn, finished, self.s.empty_content))
         self.step(lambda: self.stream_turn(number + 1, 0))
 
     # -- tools ------------------------------------------------------------------------------
 
-    def dispatch(self, number: int, call: ToolCall) -> Observable[ToolCallFinished]:
+    def dispatch(self, number: int, call: ToolCall, wire: Wire) -> Observable[ToolCallFinished]:
         """The call's answer: its tool's run, or the one recorded, decided when it starts."""
         ledger = self.s.ledger
         key = _ledger_key(number, call)
-        answered = self.answered.get((call.id, call.name, call.arguments))
+        answered = self.answered.get(_answered_key(call, wire))
         tool = self.s.tools.get(call.name)
         recorded: object = _UNKNOWN
 
@@ -676,10 +703,11 @@ def agent_loop(
     message that only calls tools (llama-cpp-python's server refuses ``null``).
     """
     _check_numbers(max_turns, retries, backoff)
+    given = tuple(dict(m) for m in messages)
     settings = _Settings(
         open_stream=open_stream,
         tools=tools,
-        messages=tuple(dict(m) for m in messages),
+        messages=given,
         max_turns=max_turns,
         retries=retries,
         backoff=backoff,
@@ -687,6 +715,7 @@ def agent_loop(
         policy=resolve_policy(policy, require_finish_reason),
         empty_content=empty_content,
         ledger=ledger if ledger is not None else {},
+        answered=_answered(given),
     )
 
     def subscribe(
