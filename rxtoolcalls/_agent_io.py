@@ -15,7 +15,14 @@ from reactivex import Observable, abc
 from reactivex import operators as ops
 from reactivex.disposable import CompositeDisposable, Disposable, SerialDisposable
 
-from ._errors import RETRY_HINT, ProviderError, StreamInterruptedError, ToolCallStreamError, clip
+from ._errors import (
+    RETRY_HINT,
+    ProviderError,
+    StreamInterruptedError,
+    ToolCallStreamError,
+    clip,
+    provider_error,
+)
 from ._lift import interrupted
 from ._types import ToolCall
 from .sources import (
@@ -96,6 +103,23 @@ def _transient(error: BaseException) -> bool:
     return type(error).__module__.partition(".")[0] in _NETWORK_PACKAGES
 
 
+def _inband_error(error: Exception, status: int | None) -> ProviderError | None:
+    """An error event inside a stream that opened fine, as the SDK raised it, or ``None``.
+
+    The anthropic SDK raises an ``event: error`` as a status error carrying the 200 of the
+    opened response; its code is in the body (``overloaded_error``), never the status.
+    """
+    body = getattr(error, "body", None)
+    if status is None or not 200 <= status < 300 or not isinstance(body, Mapping):
+        return None
+    detail = body.get("error")
+    if not isinstance(detail, Mapping):
+        return None
+    typed = provider_error(detail.get("message"), detail.get("type"), body)
+    typed.__cause__ = error
+    return typed
+
+
 def typed_failure(error: Exception) -> tuple[Exception, bool]:
     """How a failed turn ends: the error to report, and whether streaming again may help.
 
@@ -112,6 +136,9 @@ def typed_failure(error: Exception) -> tuple[Exception, bool]:
         cause = error.__cause__
         return error, cause is None or _transient(cause)
     status = _status(error)
+    inband = _inband_error(error, status)
+    if inband is not None:
+        return inband, inband.retryable is not False
     if status is not None and not isinstance(error, _PROGRAMMING_ERRORS):
         typed = ProviderError(
             f"the provider answered HTTP {status}: "

@@ -1,5 +1,8 @@
 """The agent loop: stream → assemble → dispatch → stream again, until the model answers.
 
+One loop for every wire: the turn's wire decides what goes back (``to_message``,
+``tool_messages``), and an Anthropic ``pause_turn`` is streamed again with nothing dispatched.
+
 Where each step runs: on ``agent_loop(scheduler=…)`` when given, else on the scheduler the
 subscription passes (``subscribe(scheduler=…)``, ``subscribe_on``, ``run()``'s own), else on
 the asyncio loop running at subscription (``await``), else on the subscribing thread (then
@@ -655,17 +658,26 @@ def agent_loop(
 ) -> Observable[AgentEvent]:
     """Run the tool conversation until a turn has no tool calls; emit its progress.
 
-    ``open_stream(messages)`` opens one chat-completion stream: an Observable of chunks, an
-    openai SDK ``Stream`` or ``AsyncStream``, the coroutine ``AsyncOpenAI().….create(…,
-    stream=True)`` returns (awaited on the loop), or any iterable of chunks. ``tools`` maps
-    names to callables taking the arguments as keywords (sync, ``async``, or returning an
-    Observable; a ``parameters`` attribute holding a JSON schema is checked first). Emits
-    ``ToolCallStarted`` as names stream in, ``TurnRetried``, ``TurnFinished``, one
-    ``ToolCallFinished`` per call, and finally the ``Conversation``
-    (``.pipe(final_conversation())`` keeps only that, typed).
+    ``open_stream(messages)`` opens one stream of any wire (Chat Completions, Responses,
+    Anthropic Messages; detected from its events): an Observable of events, an SDK ``Stream``
+    or ``AsyncStream``, the coroutine ``AsyncOpenAI().….create(…, stream=True)`` returns
+    (awaited on the loop), or any iterable of events. ``messages`` are in that wire's shape:
+    Chat messages, Responses input items, or Anthropic messages. ``tools`` maps names to
+    callables taking the arguments as keywords (sync, ``async``, or returning an Observable; a
+    ``parameters`` attribute holding a JSON schema is checked first); a Responses custom tool
+    gets its free-form input as one positional ``str``. Emits ``ToolCallStarted`` as names
+    stream in, ``TurnRetried``, ``TurnFinished``, one ``ToolCallFinished`` per call, and
+    finally the ``Conversation`` (``.pipe(final_conversation())`` keeps only that, typed).
 
-    - Nothing is appended until a turn is complete; then the assistant message and one tool
-      message per call, in call order (calls of a turn run concurrently on a pool scheduler).
+    - Nothing is appended until a turn is complete; then ``turn.to_message()`` and the
+      answers of ``turn.tool_messages()``, in call order, in the turn's wire: Chat tool
+      messages, Responses ``function_call_output`` items, one Anthropic user message of
+      ``tool_result`` blocks (``is_error`` on failures). Calls of a turn run concurrently on a
+      pool scheduler; server-run items (web search, MCP…) go back verbatim, never dispatched.
+    - The loop ends on the wire's prose stop: a turn with no client tool calls (Chat
+      ``stop``, Responses ``completed``, Anthropic ``end_turn``/``stop_sequence``). An
+      Anthropic ``pause_turn`` is continued: its content is sent back as the last message and
+      the model streams again, with nothing dispatched; each stream counts as a turn.
     - Retried, ``retries`` times after ``backoff`` seconds doubled each time, on the loop's
       scheduler: a network failure (``StreamInterruptedError``: dropped connection, timeout,
       no finish), and a ``ProviderError`` not marked ``retryable=False`` (an HTTP error from
@@ -676,7 +688,7 @@ def agent_loop(
     - Exactly once: each call is written to ``ledger`` (a new dict per ``agent_loop()`` call
       unless given; keys are opaque) when its tool starts, then with its answer. A call is its
       id, turn number, name and arguments (some providers reuse ids in every turn). A call
-      already in the ledger, or already answered by a tool message in ``messages``, is not run
+      already in the ledger, or already answered in ``messages`` (on any wire), is not run
       again: it gets the recorded answer (``ToolCallFinished.reused``), or an error message
       when its result was never recorded. So ``agent_loop(…, ledger=done).pipe(ops.retry(3))``
       re-streams but never re-runs a call; to resume instead, start a new loop from the
@@ -684,7 +696,7 @@ def agent_loop(
       (``LENIENT``, with ``synthesize_missing_ids``, renames the second).
     - An unknown tool, a tool that raises, or arguments against its schema become a tool
       message the model can read (``tool_errors="message"``) or a ``ToolExecutionError``.
-    - After ``max_turns`` turns that all asked for tools: ``TurnLimitError``.
+    - After ``max_turns`` turns that all asked for tools (or paused): ``TurnLimitError``.
     - Disposing cancels the stream in flight and any running tool; after it no tool starts
       and no request is sent.
     - Your own callback raising is not a stream failure: when ``on_next`` raises, the loop
