@@ -516,16 +516,14 @@ class _Conversation:
                 self.observer.on_completed()
             return
         if number >= self.s.max_turns:
-            asked = ", ".join(c.name[:64] for c in turn.tool_calls)
-            self.fail(
-                TurnLimitError(
-                    f"the provider still paused the turn after {self.s.max_turns} turns"
-                    if paused
-                    else f"the model still asked for tools after {self.s.max_turns} turns "
-                    f"({asked})",
-                    hint="raise max_turns, or check what the tools answer",
-                )
-            )
+            if paused:
+                why = f"the provider still paused the turn after {self.s.max_turns} turns"
+                hint = "raise max_turns"
+            else:
+                asked = ", ".join(c.name[:64] for c in turn.tool_calls)
+                why = f"the model still asked for tools after {self.s.max_turns} turns ({asked})"
+                hint = "raise max_turns, or check what the tools answer"
+            self.fail(TurnLimitError(why, hint=hint))
             return
         if paused:
             # Anthropic pause_turn: a long server-side turn stopped early. Its content, sent
@@ -704,7 +702,8 @@ def agent_loop(
       exception, once. One raised by ``on_completed`` or ``on_error`` propagates, as raised,
       to what delivered it (``subscribe()``, the asyncio loop's exception handler, a thread).
     - ``max_turns`` and ``retries`` are ints, ``backoff`` a finite number of seconds:
-      anything else is a ``TypeError`` or ``ValueError`` at the call.
+      anything else is a ``TypeError`` or ``ValueError`` at the call, as are ``messages``
+      that mix the shapes of two wires.
 
     Where each step runs, and where async tools run: see the module docstring (``scheduler``
     overrides the subscription's).

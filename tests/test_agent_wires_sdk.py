@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -34,6 +36,9 @@ class Provider:
 
     def http(self) -> Any:
         return self.httpx.Client(transport=self.httpx.MockTransport(self))
+
+    def async_http(self) -> Any:
+        return self.httpx.AsyncClient(transport=self.httpx.MockTransport(self))
 
 
 def test_openai_responses_client_runs_the_loop() -> None:
@@ -146,3 +151,53 @@ def test_anthropic_client_error_event_is_typed_by_its_code(kind: str) -> None:
         assert errors[0].retryable is False
         assert ran == []
         assert len(provider.bodies) == 1
+
+
+def test_async_clients_run_the_loop_on_the_running_loop() -> None:
+    anthropic = pytest.importorskip("anthropic")
+    openai = pytest.importorskip("openai")
+    a_provider = Provider(
+        "httpx2", a_turn((0, "toolu_w", "weather", '{"city": "Oslo"}')), a_answer()
+    )
+    r_provider = Provider("httpx", r_turn((0, "call_w", "weather", '{"city": "Oslo"}')), r_answer())
+    seen_threads: list[int] = []
+
+    async def weather(city: str) -> str:
+        seen_threads.append(threading.get_ident())
+        await asyncio.sleep(0)
+        return f"-3 C in {city}"
+
+    async def main() -> tuple[rt.Conversation, rt.Conversation]:
+        a_client = anthropic.AsyncAnthropic(
+            api_key="unused",
+            base_url="http://api.test",
+            http_client=a_provider.async_http(),
+            max_retries=0,
+        )
+        r_client = openai.AsyncOpenAI(
+            api_key="unused", base_url="http://api.test/v1", http_client=r_provider.async_http()
+        )
+
+        def open_messages(messages: list[Any]) -> Any:
+            return a_client.messages.create(
+                model="m", max_tokens=100, messages=messages, stream=True
+            )
+
+        def open_responses(items: list[Any]) -> Any:
+            return r_client.responses.create(model="m", input=items, stream=True)
+
+        user = [{"role": "user", "content": "Oslo?"}]
+        tools = {"weather": weather}
+        on_anthropic = await rt.agent_loop(open_messages, tools, user).pipe(rt.final_conversation())
+        on_responses = await rt.agent_loop(open_responses, tools, user).pipe(
+            rt.final_conversation()
+        )
+        return on_anthropic, on_responses
+
+    here = threading.get_ident()
+    on_anthropic, on_responses = asyncio.run(main())
+    assert seen_threads == [here, here]
+    assert on_anthropic.messages[2]["content"][0]["content"] == "-3 C in Oslo"
+    assert on_responses.messages[2]["output"] == "-3 C in Oslo"
+    assert a_provider.bodies[1]["messages"] == list(on_anthropic.messages[:3])
+    assert r_provider.bodies[1]["input"] == list(on_responses.messages[:3])

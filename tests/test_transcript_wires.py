@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rxtoolcalls as rt
 from rxtoolcalls.transcript import (
@@ -214,3 +216,87 @@ def test_mixed_shapes_are_a_value_error() -> None:
 def test_an_entry_that_is_not_a_mapping_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="message 1 is a str"):
         repair_transcript([USER, "hello"])  # type: ignore[list-item]
+
+
+# -- properties: any broken transcript, on any wire -----------------------------------------
+
+# A round: for each call, whether it was answered; whether an answer to no call follows.
+Round = tuple[list[bool], bool]
+
+
+def render(wire: str, rounds: list[Round]) -> list[Item]:
+    """A transcript of ``rounds`` in the shape of ``wire``; call ids are unique."""
+    out: list[Item] = [dict(USER)]
+    for number, (answered, orphan) in enumerate(rounds):
+        ids = [f"call_{number}_{i}" for i in range(len(answered))]
+        done = [call_id for call_id, yes in zip(ids, answered, strict=True) if yes]
+        stray = f"ghost_{number}"
+        if wire == "chat":
+            calls = [
+                {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                for i in ids
+            ]
+            out.append(
+                {"role": "assistant", "content": None, **({"tool_calls": calls} if ids else {})}
+            )
+            out.extend({"role": "tool", "tool_call_id": i, "content": "r"} for i in done)
+            if orphan:
+                out.append({"role": "tool", "tool_call_id": stray, "content": "r"})
+            out.append({"role": "user", "content": "next"})
+        elif wire == "responses":
+            out.append({**REASONING, "id": f"rs_{number}"})
+            out.extend(r_fc_item(n, i, "f", "{}") for n, i in enumerate(ids))
+            out.extend(r_output(i) for i in done)
+            if orphan:
+                out.append(r_output(stray))
+            out.append({"role": "user", "content": "next"})
+        else:
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "t"}, *map(tool_use, ids)],
+                }
+            )
+            results = [*map(tool_result, done), *([tool_result(stray)] if orphan else [])]
+            out.append({"role": "user", "content": [*results, {"type": "text", "text": "next"}]})
+    return out
+
+
+rounds_strategy = st.lists(
+    st.tuples(st.lists(st.booleans(), max_size=3), st.booleans()), min_size=1, max_size=4
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(wire=st.sampled_from(["chat", "responses", "anthropic"]), rounds=rounds_strategy)
+def test_any_repair_leaves_nothing_unanswered_and_is_stable(wire: str, rounds: list[Round]) -> None:
+    messages = render(wire, rounds)
+    found = find_unanswered(messages)
+    assert len(found) == sum(not all(answered) for answered, _ in rounds)
+    assert sum(len(ids) for _, ids in found) == sum(a.count(False) for a, _ in rounds)
+    for mode in ("drop", "cancel"):
+        repaired = repair_transcript(messages, mode)
+        assert find_unanswered(repaired) == []
+        assert repair_transcript(repaired, mode) == repaired
+        assert messages == render(wire, rounds)  # the input is never changed
+    valid = render(wire, [([True] * len(answered), False) for answered, _ in rounds])
+    assert repair_transcript(valid) == valid
+    assert repair_transcript(valid, "cancel") == valid
+    # Cancelling keeps every call; dropping keeps exactly the calls of complete turns.
+    kept = sum(len(a) for a, _ in rounds if all(a))
+    total = sum(len(a) for a, _ in rounds)
+    assert calls_in(wire, repair_transcript(messages)) == kept
+    assert calls_in(wire, repair_transcript(messages, "cancel")) == total
+
+
+def calls_in(wire: str, messages: list[Item]) -> int:
+    if wire == "chat":
+        return sum(len(m.get("tool_calls") or ()) for m in messages)
+    if wire == "responses":
+        return sum(m.get("type") == "function_call" for m in messages)
+    return sum(
+        b.get("type") == "tool_use"
+        for m in messages
+        for b in m.get("content") or ()
+        if isinstance(b, dict)
+    )
