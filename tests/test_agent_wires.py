@@ -452,3 +452,34 @@ def test_anthropic_sdk_events_run_the_loop() -> None:
         }
     )
     assert conversation.final.content == "Done."
+
+
+def test_anthropic_end_without_message_stop_is_retried() -> None:
+    whole = a_turn((0, "toolu_a", "f", '{"a": 1}'))
+    f = Calls("done")
+    script = Script(whole[:-1], whole, a_answer())
+    events = events_of(rt.agent_loop(script, {"f": f}, USER, backoff=0))
+    retried = [e for e in events if isinstance(e, rt.TurnRetried)]
+    assert [type(r.error) for r in retried] == [rt.StreamInterruptedError]
+    assert f.seen == [{"a": 1}]
+    assert script.seen[1] == USER
+
+
+def test_responses_dispose_cancels_the_stream_in_flight() -> None:
+    from reactivex.subject import Subject
+
+    pending: Subject[Any] = Subject()
+    tool = Calls()
+    script = Script(pending, r_answer())
+    seen: list[Any] = []
+    subscription = rt.agent_loop(script, {"weather": tool}, USER).subscribe(seen.append)
+    for event in r_turn((0, "call_w", "weather", "{}"))[:3]:
+        pending.on_next(event)
+    assert [type(e) for e in seen] == [rt.ToolCallStarted]
+    subscription.dispose()
+    assert not pending.observers
+    for event in r_turn((0, "call_w", "weather", "{}"))[3:]:
+        pending.on_next(event)
+    assert tool.seen == []
+    assert len(script.seen) == 1
+    assert [type(e) for e in seen] == [rt.ToolCallStarted]
