@@ -70,7 +70,7 @@ __all__ = [
 
 Message: TypeAlias = dict[str, Any]
 Ledger: TypeAlias = MutableMapping[str, "str | None"]
-"""Call id → the tool message content it got, or ``None`` while (or if) its result is unknown."""
+"""A call → the answer's content it got, or ``None`` while (or if) its result is unknown."""
 
 
 class TurnLimitError(ToolCallStreamError):
@@ -95,7 +95,11 @@ class TurnRetried:
 
 @dataclass(frozen=True, slots=True)
 class TurnFinished:
-    """Turn ``turn`` (1-based) assembled atomically; its calls are about to be dispatched."""
+    """Turn ``turn`` (1-based) assembled atomically; its calls are about to be dispatched.
+
+    A paused turn (``assistant.needs_continuation``) dispatches nothing: it is sent back and
+    streamed again.
+    """
 
     turn: int
     assistant: AssistantTurn
@@ -117,7 +121,10 @@ class ToolCallFinished:
 
 @dataclass(frozen=True, slots=True)
 class Conversation:
-    """The last event: every message, starting with the ones given, and the final turn."""
+    """The last event: every message, starting with the ones given, and the final turn.
+
+    On the Responses wire the messages are the input items.
+    """
 
     messages: tuple[Message, ...]
     final: AssistantTurn
