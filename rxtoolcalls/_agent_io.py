@@ -15,7 +15,14 @@ from reactivex import Observable, abc
 from reactivex import operators as ops
 from reactivex.disposable import CompositeDisposable, Disposable, SerialDisposable
 
-from ._errors import RETRY_HINT, ProviderError, StreamInterruptedError, ToolCallStreamError, clip
+from ._errors import (
+    RETRY_HINT,
+    ProviderError,
+    StreamInterruptedError,
+    ToolCallStreamError,
+    clip,
+    provider_error,
+)
 from ._lift import interrupted
 from ._types import ToolCall
 from .sources import (
@@ -96,6 +103,23 @@ def _transient(error: BaseException) -> bool:
     return type(error).__module__.partition(".")[0] in _NETWORK_PACKAGES
 
 
+def _inband_error(error: Exception, status: int | None) -> ProviderError | None:
+    """An error event inside a stream that opened fine, as the SDK raised it, or ``None``.
+
+    The anthropic SDK raises an ``event: error`` as a status error carrying the 200 of the
+    opened response; its code is in the body (``overloaded_error``), never the status.
+    """
+    body = getattr(error, "body", None)
+    if status is None or not 200 <= status < 300 or not isinstance(body, Mapping):
+        return None
+    detail = body.get("error")
+    if not isinstance(detail, Mapping):
+        return None
+    typed = provider_error(detail.get("message"), detail.get("type"), body)
+    typed.__cause__ = error
+    return typed
+
+
 def typed_failure(error: Exception) -> tuple[Exception, bool]:
     """How a failed turn ends: the error to report, and whether streaming again may help.
 
@@ -112,6 +136,9 @@ def typed_failure(error: Exception) -> tuple[Exception, bool]:
         cause = error.__cause__
         return error, cause is None or _transient(cause)
     status = _status(error)
+    inband = _inband_error(error, status)
+    if inband is not None:
+        return inband, inband.retryable is not False
     if status is not None and not isinstance(error, _PROGRAMMING_ERRORS):
         typed = ProviderError(
             f"the provider answered HTTP {status}: "
@@ -134,9 +161,9 @@ class _UnusableStreamError(TypeError):
 
 def _unusable(value: object, why: str = "") -> _UnusableStreamError:
     return _UnusableStreamError(
-        f"open_stream returned a {type(value).__name__}{why}; return an Observable of chunks, "
-        f"an openai Stream or AsyncStream (or the coroutine that creates it), or an iterable "
-        f"of chunks"
+        f"open_stream returned a {type(value).__name__}{why}; return an Observable of events, "
+        f"an SDK Stream or AsyncStream (or the coroutine that creates it), or an iterable "
+        f"of events"
     )
 
 
@@ -252,6 +279,8 @@ def run_tool(
 ) -> Observable[Any]:
     """The tool's single result, started on ``where.scheduler`` if ``claim()``, else empty.
 
+    A function call's tool gets the arguments as keywords; a custom call's its raw text.
+
     An ``async`` tool runs on ``where.loop``, or (no loop) to completion on a loop of its own
     on the dispatching thread; disposing cancels it either way.
     """
@@ -266,10 +295,14 @@ def run_tool(
                 observer.on_completed()  # not run: the caller decides what answers it
                 return
             try:
-                problem = schema_problem(tool, call.parsed_arguments)
-                if problem is not None:
-                    raise ValueError(problem)
-                result = tool(**call.parsed_arguments)
+                if call.type == "custom":
+                    # Free-form input (a Responses custom tool): the text itself, unparsed.
+                    result = tool(call.arguments)
+                else:
+                    problem = schema_problem(tool, call.parsed_arguments)
+                    if problem is not None:
+                        raise ValueError(problem)
+                    result = tool(**call.parsed_arguments)
             except Exception as error:  # noqa: BLE001 - the tool's failure, reported
                 observer.on_error(error)
                 return

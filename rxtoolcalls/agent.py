@@ -1,5 +1,8 @@
 """The agent loop: stream → assemble → dispatch → stream again, until the model answers.
 
+One loop for every wire: the turn's wire decides what goes back (``to_message``,
+``tool_messages``), and an Anthropic ``pause_turn`` is streamed again with nothing dispatched.
+
 Where each step runs: on ``agent_loop(scheduler=…)`` when given, else on the scheduler the
 subscription passes (``subscribe(scheduler=…)``, ``subscribe_on``, ``run()``'s own), else on
 the asyncio loop running at subscription (``await``), else on the subscribing thread (then
@@ -49,7 +52,8 @@ from ._close import resolve_policy, single_turn
 from ._errors import MalformedChunkError, ToolCallStreamError, clip
 from ._policy import Policy, PolicyName
 from ._reader import reader as TurnReader
-from ._types import AssistantTurn, ToolCall, ToolCallStarted, tool_content
+from ._types import AssistantTurn, ToolCall, ToolCallStarted, Wire, tool_content
+from .transcript import answer_text, answered_calls, canonical_arguments, transcript_wire
 
 __all__ = [
     "AgentEvent",
@@ -66,7 +70,7 @@ __all__ = [
 
 Message: TypeAlias = dict[str, Any]
 Ledger: TypeAlias = MutableMapping[str, "str | None"]
-"""Call id → the tool message content it got, or ``None`` while (or if) its result is unknown."""
+"""A call → the answer's content it got, or ``None`` while (or if) its result is unknown."""
 
 
 class TurnLimitError(ToolCallStreamError):
@@ -91,7 +95,11 @@ class TurnRetried:
 
 @dataclass(frozen=True, slots=True)
 class TurnFinished:
-    """Turn ``turn`` (1-based) assembled atomically; its calls are about to be dispatched."""
+    """Turn ``turn`` (1-based) assembled atomically; its calls are about to be dispatched.
+
+    A paused turn (``assistant.needs_continuation``) dispatches nothing: it is sent back and
+    streamed again.
+    """
 
     turn: int
     assistant: AssistantTurn
@@ -113,7 +121,10 @@ class ToolCallFinished:
 
 @dataclass(frozen=True, slots=True)
 class Conversation:
-    """The last event: every message, starting with the ones given, and the final turn."""
+    """The last event: every message, starting with the ones given, and the final turn.
+
+    On the Responses wire the messages are the input items.
+    """
 
     messages: tuple[Message, ...]
     final: AssistantTurn
@@ -167,18 +178,35 @@ def _ledger_key(turn: int, call: ToolCall) -> str:
 
 
 def _answered(messages: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], str]:
-    """The tool answers already in a transcript, by the (id, name, arguments) they answer."""
-    asked: dict[str, tuple[str, str]] = {}
-    answers: dict[tuple[str, str, str], str] = {}
-    for message in messages:
-        for entry in message.get("tool_calls") or ():
-            function = entry.get("function") if isinstance(entry, Mapping) else None
-            if isinstance(function, Mapping) and isinstance(entry.get("id"), str):
-                asked[entry["id"]] = (str(function.get("name")), str(function.get("arguments")))
-        call_id = message.get("tool_call_id")
-        if message.get("role") == "tool" and isinstance(call_id, str) and call_id in asked:
-            answers[(call_id, *asked[call_id])] = _content(message.get("content"))
-    return answers
+    """The tool answers already in a transcript of any wire, by the call they answer."""
+    wire = transcript_wire(messages)
+    text = _content if wire == "chat" else answer_text
+    return {key: text(value) for key, value in answered_calls(messages).items()}
+
+
+def _answered_key(call: ToolCall, wire: Wire) -> tuple[str, str, str]:
+    """The key ``_answered`` gives the answer to ``call`` (Anthropic inputs by value)."""
+    if wire == "anthropic":
+        return (call.id, call.name, canonical_arguments(call.parsed_arguments))
+    return (call.id, call.name, call.arguments)
+
+
+def _as_list(message: Any) -> list[Message]:
+    """``to_message()``'s value as entries of the transcript (Responses gives a list)."""
+    return list(message) if isinstance(message, list) else [message]
+
+
+def _exchange(
+    turn: AssistantTurn, finished: Sequence[ToolCallFinished], empty_content: str | None
+) -> list[Message]:
+    """The turn and its answers in the turn's wire; Anthropic marks failed calls ``is_error``."""
+    entries = turn.exchange([event.content for event in finished], empty_content)
+    if turn.wire == "anthropic":
+        failed = {event.call.id for event in finished if event.error is not None}
+        for block in entries[-1]["content"] if failed else ():
+            if block.get("tool_use_id") in failed:
+                block["is_error"] = True
+    return entries
 
 
 # One lock for every ledger: claiming a call is a check and a write that must not interleave,
@@ -231,6 +259,7 @@ class _Settings:
     policy: Policy
     empty_content: str | None
     ledger: Ledger
+    answered: Mapping[tuple[str, str, str], str]
 
 
 class _OnLoop:
@@ -336,7 +365,7 @@ class _Conversation:
         self.on_loop = on_loop
         self.current = SerialDisposable()
         self.transcript = [dict(m) for m in settings.messages]
-        self.answered = _answered(settings.messages)
+        self.answered = settings.answered
         self.lock = threading.Lock()
         self.done = False
         self.stopping = threading.Event()
@@ -486,22 +515,30 @@ class _Conversation:
     def turn_done(self, number: int, turn: AssistantTurn) -> None:
         if not self.emit(TurnFinished(number, turn)):
             return
-        if not turn.tool_calls:
-            self.transcript.append(turn.to_message(self.s.empty_content))
+        paused = turn.needs_continuation
+        if not turn.tool_calls and not paused:
+            self.transcript.extend(_as_list(turn.to_message(self.s.empty_content)))
             if self.emit(Conversation(tuple(self.transcript), turn, number)) and self._finish():
                 self.current.dispose()
                 self.observer.on_completed()
             return
         if number >= self.s.max_turns:
-            self.fail(
-                TurnLimitError(
-                    f"the model still asked for tools after {self.s.max_turns} turns "
-                    f"({', '.join(c.name[:64] for c in turn.tool_calls)})",
-                    hint="raise max_turns, or check what the tools answer",
-                )
-            )
+            if paused:
+                why = f"the provider still paused the turn after {self.s.max_turns} turns"
+                hint = "raise max_turns"
+            else:
+                asked = ", ".join(c.name[:64] for c in turn.tool_calls)
+                why = f"the model still asked for tools after {self.s.max_turns} turns ({asked})"
+                hint = "raise max_turns, or check what the tools answer"
+            self.fail(TurnLimitError(why, hint=hint))
             return
-        results = [self.dispatch(number, call) for call in turn.tool_calls]
+        if paused:
+            # Anthropic pause_turn: a long server-side turn stopped early. Its content, sent
+            # back as the last message, is where the next stream goes on; nothing to dispatch.
+            self.transcript.extend(_as_list(turn.to_message(self.s.empty_content)))
+            self.step(lambda: self.stream_turn(number + 1, 0))
+            return
+        results = [self.dispatch(number, call, turn.wire) for call in turn.tool_calls]
         holder = SerialDisposable()
         self.current.disposable = holder
         holder.disposable = (
@@ -520,18 +557,16 @@ class _Conversation:
         for event in finished:
             if not self.emit(event):
                 return
-        self.transcript.extend(
-            turn.exchange([event.content for event in finished], self.s.empty_content)
-        )
+        self.transcript.extend(_exchange(turn, finished, self.s.empty_content))
         self.step(lambda: self.stream_turn(number + 1, 0))
 
     # -- tools ------------------------------------------------------------------------------
 
-    def dispatch(self, number: int, call: ToolCall) -> Observable[ToolCallFinished]:
+    def dispatch(self, number: int, call: ToolCall, wire: Wire) -> Observable[ToolCallFinished]:
         """The call's answer: its tool's run, or the one recorded, decided when it starts."""
         ledger = self.s.ledger
         key = _ledger_key(number, call)
-        answered = self.answered.get((call.id, call.name, call.arguments))
+        answered = self.answered.get(_answered_key(call, wire))
         tool = self.s.tools.get(call.name)
         recorded: object = _UNKNOWN
 
@@ -628,17 +663,26 @@ def agent_loop(
 ) -> Observable[AgentEvent]:
     """Run the tool conversation until a turn has no tool calls; emit its progress.
 
-    ``open_stream(messages)`` opens one chat-completion stream: an Observable of chunks, an
-    openai SDK ``Stream`` or ``AsyncStream``, the coroutine ``AsyncOpenAI().….create(…,
-    stream=True)`` returns (awaited on the loop), or any iterable of chunks. ``tools`` maps
-    names to callables taking the arguments as keywords (sync, ``async``, or returning an
-    Observable; a ``parameters`` attribute holding a JSON schema is checked first). Emits
-    ``ToolCallStarted`` as names stream in, ``TurnRetried``, ``TurnFinished``, one
-    ``ToolCallFinished`` per call, and finally the ``Conversation``
-    (``.pipe(final_conversation())`` keeps only that, typed).
+    ``open_stream(messages)`` opens one stream of any wire (Chat Completions, Responses,
+    Anthropic Messages; detected from its events): an Observable of events, an SDK ``Stream``
+    or ``AsyncStream``, the coroutine ``AsyncOpenAI().….create(…, stream=True)`` returns
+    (awaited on the loop), or any iterable of events. ``messages`` are in that wire's shape:
+    Chat messages, Responses input items, or Anthropic messages. ``tools`` maps names to
+    callables taking the arguments as keywords (sync, ``async``, or returning an Observable; a
+    ``parameters`` attribute holding a JSON schema is checked first); a Responses custom tool
+    gets its free-form input as one positional ``str``. Emits ``ToolCallStarted`` as names
+    stream in, ``TurnRetried``, ``TurnFinished``, one ``ToolCallFinished`` per call, and
+    finally the ``Conversation`` (``.pipe(final_conversation())`` keeps only that, typed).
 
-    - Nothing is appended until a turn is complete; then the assistant message and one tool
-      message per call, in call order (calls of a turn run concurrently on a pool scheduler).
+    - Nothing is appended until a turn is complete; then ``turn.to_message()`` and the
+      answers of ``turn.tool_messages()``, in call order, in the turn's wire: Chat tool
+      messages, Responses ``function_call_output`` items, one Anthropic user message of
+      ``tool_result`` blocks (``is_error`` on failures). Calls of a turn run concurrently on a
+      pool scheduler; server-run items (web search, MCP…) go back verbatim, never dispatched.
+    - The loop ends on the wire's prose stop: a turn with no client tool calls (Chat
+      ``stop``, Responses ``completed``, Anthropic ``end_turn``/``stop_sequence``). An
+      Anthropic ``pause_turn`` is continued: its content is sent back as the last message and
+      the model streams again, with nothing dispatched; each stream counts as a turn.
     - Retried, ``retries`` times after ``backoff`` seconds doubled each time, on the loop's
       scheduler: a network failure (``StreamInterruptedError``: dropped connection, timeout,
       no finish), and a ``ProviderError`` not marked ``retryable=False`` (an HTTP error from
@@ -649,7 +693,7 @@ def agent_loop(
     - Exactly once: each call is written to ``ledger`` (a new dict per ``agent_loop()`` call
       unless given; keys are opaque) when its tool starts, then with its answer. A call is its
       id, turn number, name and arguments (some providers reuse ids in every turn). A call
-      already in the ledger, or already answered by a tool message in ``messages``, is not run
+      already in the ledger, or already answered in ``messages`` (on any wire), is not run
       again: it gets the recorded answer (``ToolCallFinished.reused``), or an error message
       when its result was never recorded. So ``agent_loop(…, ledger=done).pipe(ops.retry(3))``
       re-streams but never re-runs a call; to resume instead, start a new loop from the
@@ -657,7 +701,7 @@ def agent_loop(
       (``LENIENT``, with ``synthesize_missing_ids``, renames the second).
     - An unknown tool, a tool that raises, or arguments against its schema become a tool
       message the model can read (``tool_errors="message"``) or a ``ToolExecutionError``.
-    - After ``max_turns`` turns that all asked for tools: ``TurnLimitError``.
+    - After ``max_turns`` turns that all asked for tools (or paused): ``TurnLimitError``.
     - Disposing cancels the stream in flight and any running tool; after it no tool starts
       and no request is sent.
     - Your own callback raising is not a stream failure: when ``on_next`` raises, the loop
@@ -665,7 +709,8 @@ def agent_loop(
       exception, once. One raised by ``on_completed`` or ``on_error`` propagates, as raised,
       to what delivered it (``subscribe()``, the asyncio loop's exception handler, a thread).
     - ``max_turns`` and ``retries`` are ints, ``backoff`` a finite number of seconds:
-      anything else is a ``TypeError`` or ``ValueError`` at the call.
+      anything else is a ``TypeError`` or ``ValueError`` at the call, as are ``messages``
+      that mix the shapes of two wires.
 
     Where each step runs, and where async tools run: see the module docstring (``scheduler``
     overrides the subscription's).
@@ -676,10 +721,11 @@ def agent_loop(
     message that only calls tools (llama-cpp-python's server refuses ``null``).
     """
     _check_numbers(max_turns, retries, backoff)
+    given = tuple(dict(m) for m in messages)
     settings = _Settings(
         open_stream=open_stream,
         tools=tools,
-        messages=tuple(dict(m) for m in messages),
+        messages=given,
         max_turns=max_turns,
         retries=retries,
         backoff=backoff,
@@ -687,6 +733,7 @@ def agent_loop(
         policy=resolve_policy(policy, require_finish_reason),
         empty_content=empty_content,
         ledger=ledger if ledger is not None else {},
+        answered=_answered(given),
     )
 
     def subscribe(

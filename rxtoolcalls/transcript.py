@@ -1,14 +1,141 @@
-"""Keeping a chat transcript valid: every assistant ``tool_calls`` answered, in order."""
+"""Keeping a transcript valid: every call answered, on every wire.
+
+The shape is read from the messages themselves:
+
+- Chat Completions: an assistant message's ``tool_calls`` are answered by the ``role: "tool"``
+  messages right after it (``tool_call_id``).
+- OpenAI Responses: the input is a list of items; a ``function_call`` (or
+  ``custom_tool_call``) item is answered by a ``function_call_output``
+  (``custom_tool_call_output``) item with its ``call_id`` anywhere after it. A turn is a run
+  of the model's output items (reasoning, messages, calls, server items) between inputs.
+- Anthropic Messages: an assistant message's ``tool_use`` blocks are answered by
+  ``tool_result`` blocks (``tool_use_id``) in the user message right after it.
+
+A transcript holding markers of two shapes is a ``ValueError``; one with none is read as Chat.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-__all__ = ["CANCELLED", "find_unanswered", "repair_transcript"]
+from ._types import Wire
+
+__all__ = ["CANCELLED", "find_unanswered", "repair_transcript", "transcript_wire"]
 
 CANCELLED = "Cancelled: the turn was interrupted before this tool ran."
-"""The tool message content ``repair_transcript(mode="cancel")`` answers dangling calls with."""
+"""The answer ``repair_transcript(mode="cancel")`` gives each dangling call."""
+
+Messages = Sequence[Mapping[str, Any]]
+
+# Responses items that answer a call, by the call item type they answer.
+_OUTPUTS = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
+_ANSWERS = frozenset(_OUTPUTS.values())
+_INPUT_ROLES = frozenset({"user", "system", "developer"})
+
+
+def transcript_wire(messages: Messages) -> Wire:
+    """The wire whose shape ``messages`` have: ``"chat"`` unless they show another.
+
+    ``TypeError`` for an entry that is not a mapping; ``ValueError`` when they show two.
+    """
+    found: dict[Wire, int] = {}
+    for position, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise TypeError(
+                f"message {position} is a {type(message).__name__}; messages are mappings"
+            )
+        kind = message.get("type")
+        if isinstance(kind, str) and kind != "message":
+            found.setdefault("responses", position)
+        elif message.get("role") == "tool" or message.get("tool_calls"):
+            found.setdefault("chat", position)
+        elif any(b.get("type") in ("tool_use", "tool_result") for b in _blocks(message)):
+            found.setdefault("anthropic", position)
+    if len(found) > 1:
+        shown = ", ".join(f"{wire} (message {position})" for wire, position in found.items())
+        raise ValueError(f"the messages mix the shapes of several wires: {shown}")
+    return next(iter(found), "chat")
+
+
+def find_unanswered(messages: Messages) -> list[tuple[int, list[str]]]:
+    """Each turn (by position) whose calls lack answers, with the ids of those calls.
+
+    Chat and Anthropic: the assistant message's position. Responses: the position of the
+    first item of the turn's run of output items.
+    """
+    wire = transcript_wire(messages)
+    if wire == "responses":
+        return [(start, missing) for start, _, _, missing in _responses_turns(messages) if missing]
+    if wire == "anthropic":
+        return [
+            (position, missing)
+            for position, ids, answered in _anthropic_turns(messages)
+            if (missing := [i for i in ids if i not in answered])
+        ]
+    return _chat_find(messages)
+
+
+def repair_transcript(
+    messages: Messages, mode: Literal["drop", "cancel"] = "drop"
+) -> list[dict[str, Any]]:
+    """A copy of ``messages`` that the API accepts again after an interrupted turn.
+
+    A turn whose calls lack answers (someone appended it, then stopped) is dropped with its
+    partial answers (``mode="drop"``), or its missing answers are filled with ``CANCELLED``
+    (``mode="cancel"``; Anthropic marks them ``is_error``). Answers to no call are dropped in
+    both modes. Valid transcripts come back unchanged.
+
+    >>> broken = [{"role": "user", "content": "hi"},
+    ...           {"role": "assistant", "content": None,
+    ...            "tool_calls": [{"id": "a", "type": "function",
+    ...                            "function": {"name": "f", "arguments": "{}"}}]}]
+    >>> [m["role"] for m in repair_transcript(broken)]
+    ['user']
+    >>> [m.get("content") for m in repair_transcript(broken, "cancel")][-1] == CANCELLED
+    True
+    """
+    if mode not in ("drop", "cancel"):
+        raise ValueError(f"mode must be 'drop' or 'cancel', got {mode!r}")
+    wire = transcript_wire(messages)
+    if wire == "responses":
+        return _responses_repair(messages, mode)
+    if wire == "anthropic":
+        return _anthropic_repair(messages, mode)
+    return _chat_repair(messages, mode)
+
+
+def answered_calls(messages: Messages) -> dict[tuple[str, str, str], object]:
+    """The answers already in a transcript, by the (id, name, arguments) of the call.
+
+    Anthropic arguments are the input as canonical JSON (``canonical_arguments``).
+    """
+    wire = transcript_wire(messages)
+    if wire == "responses":
+        return _responses_answered(messages)
+    if wire == "anthropic":
+        return _anthropic_answered(messages)
+    return _chat_answered(messages)
+
+
+def canonical_arguments(value: object) -> str:
+    """Arguments as one canonical JSON text, to compare values rather than spellings."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def answer_text(value: object) -> str:
+    """An answer's content as text: a string as is, text blocks joined, anything else JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(
+        isinstance(b, Mapping) and isinstance(b.get("text"), str) for b in value
+    ):
+        return "".join(b["text"] for b in value)
+    return json.dumps(value, default=str)
+
+
+# -- Chat Completions -----------------------------------------------------------------------
 
 
 def _call_ids(message: Mapping[str, Any]) -> list[str]:
@@ -16,8 +143,7 @@ def _call_ids(message: Mapping[str, Any]) -> list[str]:
     return [c["id"] for c in calls if isinstance(c, Mapping) and isinstance(c.get("id"), str)]
 
 
-def find_unanswered(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, list[str]]]:
-    """Each assistant message (by position) whose calls lack a tool message right after it."""
+def _chat_find(messages: Messages) -> list[tuple[int, list[str]]]:
     broken: list[tuple[int, list[str]]] = []
     for position, message in enumerate(messages):
         if message.get("role") != "assistant":
@@ -36,27 +162,7 @@ def find_unanswered(messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, li
     return broken
 
 
-def repair_transcript(
-    messages: Sequence[Mapping[str, Any]], mode: Literal["drop", "cancel"] = "drop"
-) -> list[dict[str, Any]]:
-    """A copy of ``messages`` that the API accepts again after an interrupted turn.
-
-    An assistant message whose tool calls lack answers (someone appended it, then stopped) is
-    dropped with its partial answers (``mode="drop"``), or its missing answers are filled with a
-    ``CANCELLED`` tool message the model can read (``mode="cancel"``). Tool messages answering
-    no call are dropped in both modes. Valid transcripts come back unchanged.
-
-    >>> broken = [{"role": "user", "content": "hi"},
-    ...           {"role": "assistant", "content": None,
-    ...            "tool_calls": [{"id": "a", "type": "function",
-    ...                            "function": {"name": "f", "arguments": "{}"}}]}]
-    >>> [m["role"] for m in repair_transcript(broken)]
-    ['user']
-    >>> [m.get("content") for m in repair_transcript(broken, "cancel")][-1] == CANCELLED
-    True
-    """
-    if mode not in ("drop", "cancel"):
-        raise ValueError(f"mode must be 'drop' or 'cancel', got {mode!r}")
+def _chat_repair(messages: Messages, mode: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     position = 0
     while position < len(messages):
@@ -86,3 +192,223 @@ def repair_transcript(
                 for call_id in wanted
             )
     return out
+
+
+def _chat_answered(messages: Messages) -> dict[tuple[str, str, str], object]:
+    asked: dict[str, tuple[str, str]] = {}
+    answers: dict[tuple[str, str, str], object] = {}
+    for message in messages:
+        for entry in message.get("tool_calls") or ():
+            function = entry.get("function") if isinstance(entry, Mapping) else None
+            if isinstance(function, Mapping) and isinstance(entry.get("id"), str):
+                asked[entry["id"]] = (str(function.get("name")), str(function.get("arguments")))
+        call_id = message.get("tool_call_id")
+        if message.get("role") == "tool" and isinstance(call_id, str) and call_id in asked:
+            answers[(call_id, *asked[call_id])] = message.get("content")
+    return answers
+
+
+# -- OpenAI Responses -----------------------------------------------------------------------
+
+
+def _is_answer(item: Mapping[str, Any]) -> bool:
+    return item.get("type") in _ANSWERS
+
+
+def _is_output(item: Mapping[str, Any]) -> bool:
+    """Whether an item is the model's (a turn's), not an input or an answer."""
+    return not _is_answer(item) and item.get("role") not in _INPUT_ROLES
+
+
+def _call_of(item: Mapping[str, Any]) -> str | None:
+    call_id = item.get("call_id")
+    return call_id if item.get("type") in _OUTPUTS and isinstance(call_id, str) else None
+
+
+def _responses_turns(
+    items: Messages,
+) -> list[tuple[int, int, list[Mapping[str, Any]], list[str]]]:
+    """Each turn: start, end (exclusive), its call items, and the ids no later item answers."""
+    answered_after: list[set[str]] = [set() for _ in range(len(items) + 1)]
+    for position in range(len(items) - 1, -1, -1):
+        answered_after[position] = answered_after[position + 1]
+        item = items[position]
+        if _is_answer(item) and isinstance(item.get("call_id"), str):
+            answered_after[position] = {*answered_after[position], item["call_id"]}
+    turns: list[tuple[int, int, list[Mapping[str, Any]], list[str]]] = []
+    position = 0
+    while position < len(items):
+        if not _is_output(items[position]):
+            position += 1
+            continue
+        end = position
+        while end < len(items) and _is_output(items[end]):
+            end += 1
+        calls = [item for item in items[position:end] if _call_of(item) is not None]
+        later = answered_after[end]
+        missing = [item["call_id"] for item in calls if item["call_id"] not in later]
+        turns.append((position, end, calls, missing))
+        position = end
+    return turns
+
+
+def _responses_repair(items: Messages, mode: str) -> list[dict[str, Any]]:
+    turns = {start: (end, calls, missing) for start, end, calls, missing in _responses_turns(items)}
+    out: list[dict[str, Any]] = []
+    waiting: set[str] = set()
+    position = 0
+    while position < len(items):
+        item = items[position]
+        if position in turns:
+            end, calls, missing = turns[position]
+            if missing and mode == "drop":
+                position = end  # with its calls unopened, their partial answers go too
+                continue
+            out.extend(dict(entry) for entry in items[position:end])
+            waiting.update(c["call_id"] for c in calls if c["call_id"] not in missing)
+            out.extend(
+                {"type": _OUTPUTS[c["type"]], "call_id": c["call_id"], "output": CANCELLED}
+                for c in calls
+                if c["call_id"] in missing
+            )
+            position = end
+            continue
+        position += 1
+        if _is_answer(item):
+            if item.get("call_id") in waiting:
+                waiting.discard(item["call_id"])
+                out.append(dict(item))
+            continue  # an answer to no open call (or a second one): the API refuses it
+        out.append(dict(item))
+    return out
+
+
+def _responses_answered(items: Messages) -> dict[tuple[str, str, str], object]:
+    asked: dict[str, tuple[str, str]] = {}
+    answers: dict[tuple[str, str, str], object] = {}
+    for item in items:
+        call_id = _call_of(item)
+        if call_id is not None:
+            field = "arguments" if item.get("type") == "function_call" else "input"
+            asked[call_id] = (str(item.get("name")), str(item.get(field)))
+        elif _is_answer(item) and item.get("call_id") in asked:
+            answers[(item["call_id"], *asked[item["call_id"]])] = item.get("output")
+    return answers
+
+
+# -- Anthropic Messages ---------------------------------------------------------------------
+
+
+def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [block for block in content if isinstance(block, Mapping)]
+
+
+def _tool_use_ids(message: Mapping[str, Any]) -> list[str]:
+    if message.get("role") != "assistant":
+        return []
+    return [
+        b["id"]
+        for b in _blocks(message)
+        if b.get("type") == "tool_use" and isinstance(b.get("id"), str)
+    ]
+
+
+def _result_ids(message: Mapping[str, Any] | None) -> set[str]:
+    if message is None or message.get("role") != "user":
+        return set()
+    return {
+        b["tool_use_id"]
+        for b in _blocks(message)
+        if b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str)
+    }
+
+
+def _anthropic_turns(messages: Messages) -> list[tuple[int, list[str], set[str]]]:
+    """Each assistant message with tool_use blocks: position, ids, ids answered right after."""
+    turns = []
+    for position, message in enumerate(messages):
+        ids = _tool_use_ids(message)
+        if ids:
+            following = messages[position + 1] if position + 1 < len(messages) else None
+            turns.append((position, ids, _result_ids(following)))
+    return turns
+
+
+def _cancelled(call_id: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": CANCELLED, "is_error": True}
+
+
+def _answers_only(
+    message: Mapping[str, Any], wanted: Sequence[str], missing: Sequence[str]
+) -> dict[str, Any] | None:
+    """A user message with its results to ``wanted`` kept once, ``missing`` filled after them.
+
+    ``None`` when nothing is left of it.
+    """
+    content = message.get("content")
+    if not isinstance(content, list):
+        return dict(message)
+    kept: list[Any] = []
+    seen: set[str] = set()
+    results = 0
+    for block in content:
+        if isinstance(block, Mapping) and block.get("type") == "tool_result":
+            call_id = block.get("tool_use_id")
+            if not isinstance(call_id, str) or call_id not in wanted or call_id in seen:
+                continue  # answers no call of the turn before: the API refuses it
+            seen.add(call_id)
+            kept.insert(results, dict(block))
+            results += 1
+        else:
+            kept.append(block)
+    kept[results:results] = [_cancelled(call_id) for call_id in missing]
+    if content and not kept:
+        return None
+    return {**message, "content": kept}
+
+
+def _anthropic_repair(messages: Messages, mode: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    wanted: list[str] = []
+    missing: list[str] = []
+    for position, message in enumerate(messages):
+        if message.get("role") == "user":
+            answered = _answers_only(message, wanted, missing)
+            wanted, missing = [], []
+            if answered is not None:
+                out.append(answered)
+            continue
+        ids = _tool_use_ids(message)
+        following = messages[position + 1] if position + 1 < len(messages) else None
+        wanted, missing = [], []
+        if ids:
+            answered_ids = _result_ids(following)
+            lacking = [call_id for call_id in ids if call_id not in answered_ids]
+            if lacking and mode == "drop":
+                continue  # with no ids wanted, the next message's results to it go too
+            wanted, missing = ids, lacking
+        out.append(dict(message))
+        if missing and (following is None or following.get("role") != "user"):
+            out.append({"role": "user", "content": [_cancelled(c) for c in missing]})
+            wanted, missing = [], []
+    return out
+
+
+def _anthropic_answered(messages: Messages) -> dict[tuple[str, str, str], object]:
+    asked: dict[str, tuple[str, str]] = {}
+    answers: dict[tuple[str, str, str], object] = {}
+    for message in messages:
+        for block in _blocks(message):
+            kind = block.get("type")
+            if kind == "tool_use" and isinstance(block.get("id"), str):
+                asked[block["id"]] = (
+                    str(block.get("name")),
+                    canonical_arguments(block.get("input")),
+                )
+            elif kind == "tool_result" and block.get("tool_use_id") in asked:
+                call_id = block["tool_use_id"]
+                answers[(call_id, *asked[call_id])] = block.get("content")
+    return answers
