@@ -127,6 +127,9 @@ def typed_failure(error: Exception) -> tuple[Exception, bool]:
     error becomes a ``ProviderError`` with the status as ``code``; a network error becomes a
     ``StreamInterruptedError``; anything else (a bug, an unknown failure) comes as raised.
     """
+    if isinstance(error, ProviderError):
+        # Typed already (an in-band error, or a source typing its SDK's): it says itself.
+        return error, error.retryable is not False
     if isinstance(error, ToolCallStreamError):
         if (
             not isinstance(error, StreamInterruptedError)
