@@ -28,6 +28,8 @@ from ._types import ToolCall
 from .sources import (
     _close,
     _typed_sdk_error,
+    from_anthropic_stream,
+    from_async_anthropic_stream,
     from_async_iterable,
     from_async_openai_stream,
     from_openai_stream,
@@ -186,6 +188,14 @@ def open_chunks(value: object, loop: asyncio.AbstractEventLoop | None) -> Observ
     """What ``open_stream`` returned, as an Observable of chunks; ``TypeError`` if unusable."""
     if isinstance(value, Observable):
         return value
+    if type(value).__module__.partition(".")[0] == "anthropic" and not inspect.isawaitable(value):
+        # Its streams, MessageStreams and managers: the anthropic source leaves out the
+        # events the manager adds, and enters a manager on each attempt.
+        if isinstance(value, AsyncIterable) or hasattr(value, "__aenter__"):
+            if loop is not None:
+                return from_async_anthropic_stream(value, loop=loop)
+        elif isinstance(value, Iterable) or hasattr(value, "__enter__"):
+            return from_anthropic_stream(value)
     if inspect.isawaitable(value) or isinstance(value, AsyncIterable):
         if loop is None:
             discard(value)  # never awaited, and no warning about it

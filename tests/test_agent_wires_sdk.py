@@ -201,3 +201,29 @@ def test_async_clients_run_the_loop_on_the_running_loop() -> None:
     assert on_responses.messages[2]["output"] == "-3 C in Oslo"
     assert a_provider.bodies[1]["messages"] == list(on_anthropic.messages[:3])
     assert r_provider.bodies[1]["input"] == list(on_responses.messages[:3])
+
+
+def test_the_anthropic_manager_itself_runs_the_loop_and_is_entered_on_each_retry() -> None:
+    anthropic = pytest.importorskip("anthropic")
+    cut = [a_start(), a_tool_open(0, "toolu_a", "f"), a_piece(0, '{"a"')]
+    provider = Provider("httpx2", cut, a_turn((0, "toolu_a", "f", '{"a": 1}')), a_answer())
+    client = anthropic.Anthropic(
+        api_key="unused", base_url="http://api.test", http_client=provider.http(), max_retries=0
+    )
+    ran: list[int] = []
+
+    def f(a: int) -> str:
+        ran.append(a)
+        return "ok"
+
+    def open_stream(messages: list[Any]) -> Any:
+        # The manager, not entered: the loop's source enters it for each attempt.
+        return client.messages.stream(model="m", max_tokens=100, messages=messages)
+
+    events: list[Any] = []
+    loop = rt.agent_loop(open_stream, {"f": f}, [{"role": "user", "content": "x"}], backoff=0)
+    loop.subscribe(events.append)
+    assert [type(e).__name__ for e in events if isinstance(e, rt.TurnRetried)] == ["TurnRetried"]
+    assert ran == [1]
+    assert len(provider.bodies) == 3  # the cut turn, its retry, the answer
+    assert isinstance(events[-1], rt.Conversation)
