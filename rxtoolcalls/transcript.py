@@ -138,8 +138,13 @@ def answer_text(value: object) -> str:
 # -- Chat Completions -----------------------------------------------------------------------
 
 
+def _tool_calls(message: Mapping[str, Any]) -> Sequence[Any]:
+    calls = message.get("tool_calls")
+    return calls if isinstance(calls, list | tuple) else []
+
+
 def _call_ids(message: Mapping[str, Any]) -> list[str]:
-    calls = message.get("tool_calls") or []
+    calls = _tool_calls(message)
     return [c["id"] for c in calls if isinstance(c, Mapping) and isinstance(c.get("id"), str)]
 
 
@@ -198,7 +203,7 @@ def _chat_answered(messages: Messages) -> dict[tuple[str, str, str], object]:
     asked: dict[str, tuple[str, str]] = {}
     answers: dict[tuple[str, str, str], object] = {}
     for message in messages:
-        for entry in message.get("tool_calls") or ():
+        for entry in _tool_calls(message):
             function = entry.get("function") if isinstance(entry, Mapping) else None
             if isinstance(function, Mapping) and isinstance(entry.get("id"), str):
                 asked[entry["id"]] = (str(function.get("name")), str(function.get("arguments")))
@@ -211,18 +216,23 @@ def _chat_answered(messages: Messages) -> dict[tuple[str, str, str], object]:
 # -- OpenAI Responses -----------------------------------------------------------------------
 
 
+def _text(value: object) -> str | None:
+    """``value`` when it is a string: a field to look up (a list is no key)."""
+    return value if isinstance(value, str) else None
+
+
 def _is_answer(item: Mapping[str, Any]) -> bool:
-    return item.get("type") in _ANSWERS
+    return _text(item.get("type")) in _ANSWERS
 
 
 def _is_output(item: Mapping[str, Any]) -> bool:
     """Whether an item is the model's (a turn's), not an input or an answer."""
-    return not _is_answer(item) and item.get("role") not in _INPUT_ROLES
+    return not _is_answer(item) and _text(item.get("role")) not in _INPUT_ROLES
 
 
 def _call_of(item: Mapping[str, Any]) -> str | None:
-    call_id = item.get("call_id")
-    return call_id if item.get("type") in _OUTPUTS and isinstance(call_id, str) else None
+    call_id = _text(item.get("call_id"))
+    return call_id if _text(item.get("type")) in _OUTPUTS else None
 
 
 def _responses_turns(
@@ -275,7 +285,7 @@ def _responses_repair(items: Messages, mode: str) -> list[dict[str, Any]]:
             continue
         position += 1
         if _is_answer(item):
-            if item.get("call_id") in waiting:
+            if _text(item.get("call_id")) in waiting:
                 waiting.discard(item["call_id"])
                 out.append(dict(item))
             continue  # an answer to no open call (or a second one): the API refuses it
@@ -291,7 +301,7 @@ def _responses_answered(items: Messages) -> dict[tuple[str, str, str], object]:
         if call_id is not None:
             field = "arguments" if item.get("type") == "function_call" else "input"
             asked[call_id] = (str(item.get("name")), str(item.get(field)))
-        elif _is_answer(item) and item.get("call_id") in asked:
+        elif _is_answer(item) and _text(item.get("call_id")) in asked:
             answers[(item["call_id"], *asked[item["call_id"]])] = item.get("output")
     return answers
 
@@ -408,7 +418,7 @@ def _anthropic_answered(messages: Messages) -> dict[tuple[str, str, str], object
                     str(block.get("name")),
                     canonical_arguments(block.get("input")),
                 )
-            elif kind == "tool_result" and block.get("tool_use_id") in asked:
+            elif kind == "tool_result" and _text(block.get("tool_use_id")) in asked:
                 call_id = block["tool_use_id"]
                 answers[(call_id, *asked[call_id])] = block.get("content")
     return answers

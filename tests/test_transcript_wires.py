@@ -300,3 +300,39 @@ def calls_in(wire: str, messages: list[Item]) -> int:
         for b in m.get("content") or ()
         if isinstance(b, dict)
     )
+
+
+_FIELDS = ["role", "type", "content", "id", "call_id", "tool_use_id", "tool_call_id"]
+_WORDS = st.sampled_from(
+    [
+        *("user", "assistant", "tool", "function_call", "function_call_output", "tool_use"),
+        *("tool_result", "custom_tool_call", "message", "text", "a"),
+    ]
+)
+_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), _WORDS),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from([*_FIELDS, "tool_calls", "input"]), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from([*_FIELDS, "tool_calls"]), _VALUES, max_size=5),
+        max_size=6,
+    )
+)
+def test_any_mapping_gives_an_answer_or_a_value_error(messages: list[Item]) -> None:
+    try:
+        transcript_wire(messages)
+    except ValueError:
+        with pytest.raises(ValueError, match="mix the shapes"):
+            repair_transcript(messages)
+        return
+    find_unanswered(messages)
+    for mode in ("drop", "cancel"):
+        assert find_unanswered(repair_transcript(messages, mode)) == []
