@@ -7,7 +7,9 @@ against the hand loop's; the minimum of several interleaved repetitions is quote
 The other wires (OpenAI Responses, Anthropic Messages) get the same calls in their own event
 shapes, a hand loop each, and their SDK's accumulator over the SDK's typed events. The Chat
 fast path is compared, in the same run, with the code before the split into wires, loaded
-from git (``--baseline REV``); ``--wires`` runs only those sections.
+from git (``--baseline REV``); ``--wires`` runs only those sections (with Gemini's streamed and
+whole-call turns, ``--gemini`` alone). ``--bytes`` times ``from_sse`` + ``assemble()`` over raw
+SSE bytes against a standard-library hand loop, with and without the ``fast`` extra.
 """
 
 from __future__ import annotations
@@ -1605,7 +1607,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--wires",
         action="store_true",
-        help="only the wire sections: the baseline comparison, Responses and Anthropic",
+        help="only the wire sections: the baseline comparison, Responses, Anthropic, Gemini",
     )
     parser.add_argument("--gemini", action="store_true", help="only the Gemini section")
     parser.add_argument("--bytes", action="store_true", help="only the from-bytes section")
