@@ -444,8 +444,10 @@ def _export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         chunks = _load(name)
     except ToolCallStreamError as exc:
         return _explain(exc, err, "export")
-    # Responses and Anthropic events go out named by their type, with no [DONE]: as sent.
-    named = next((w for w in map(detect_wire, chunks) if w is not None), "chat") != "chat"
+    # As each wire is sent: Responses and Anthropic events named by their type, Chat and
+    # Gemini data alone, and only Chat ends with [DONE].
+    wire = next((w for w in map(detect_wire, chunks) if w is not None), "chat")
+    named = wire in ("responses", "anthropic")
     lines = []
     for number, chunk in enumerate(chunks, 1):
         # SSE as providers send it (ASCII escapes); JSONL as record writes it. NaN and
@@ -466,7 +468,7 @@ def _export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             lines.append(f"event: {kind}\n")
         lines.append(f"data: {text}\n\n")
     out.writelines(lines)
-    if args.to == "sse" and not named:
+    if args.to == "sse" and wire == "chat":
         out.write("data: [DONE]\n\n")
     return 0
 
@@ -512,7 +514,12 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-_WIRE_PATHS = {"chat": "chat/completions", "responses": "responses", "anthropic": "messages"}
+_WIRE_PATHS = {
+    "chat": "chat/completions",
+    "responses": "responses",
+    "anthropic": "messages",
+    "gemini": "v1beta/models/{model}:streamGenerateContent",
+}
 
 
 def _tool_file(path: str) -> list[dict[str, Any]]:
@@ -822,16 +829,18 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser(
         "serve",
-        help="replay captures over a local OpenAI- and Anthropic-compatible endpoint",
+        help="replay captures over a local OpenAI-, Anthropic- and Gemini-compatible endpoint",
         description="Answer on 127.0.0.1 with the captures in order, one per request, each at "
         "its wire's path: POST /v1/chat/completions (Chat), /v1/responses (Responses), "
-        "/v1/messages (Anthropic; give the client the address without /v1); after the last "
-        "capture, the last one is answered again. A request with stream: true gets the "
-        "capture as Server-Sent Events (Chat: then data: [DONE]; Responses and Anthropic: "
-        "each event named by its type); one without it gets the capture assembled into one "
-        "chat.completion, response or message (502 with the typed error if it does not "
-        "assemble). GET /v1/models lists the captures' models. One log line per request on "
-        "stderr; Ctrl-C stops.",
+        "/v1/messages (Anthropic), /v1beta/models/MODEL:streamGenerateContent?alt=sse "
+        "(Gemini; give Anthropic and Gemini clients the address without /v1); after the last "
+        "capture, the last one is answered again. A request with stream: true (Gemini: at "
+        ":streamGenerateContent) gets the capture as Server-Sent Events (Chat: then data: "
+        "[DONE]; Gemini: data alone; Responses and Anthropic: each event named by its type); "
+        "one without it (Gemini: at :generateContent) gets the capture assembled into one "
+        "chat.completion, response, message or GenerateContentResponse (502 with the typed "
+        "error if it does not assemble). GET /v1/models lists the captures' models. One log "
+        "line per request on stderr; Ctrl-C stops.",
     )
     serve.add_argument("files", nargs="*", help="captures (.jsonl or raw SSE), in answer order")
     capture_options(serve, "FILES")

@@ -2,13 +2,16 @@
 
 For demos and tests without a provider. Each recording is served at its wire's path: Chat
 Completions at ``POST /v1/chat/completions``, Responses at ``POST /v1/responses``, Anthropic
-Messages at ``POST /v1/messages``. A request with ``stream: true`` gets the next recording as
-Server-Sent Events paced by ``delay`` seconds per chunk (Chat: ``data:`` lines, then ``data:
-[DONE]``; Responses and Anthropic: each event named by its ``type``, as the providers send
-them and as the anthropic SDK requires); without it, the one object the recording stands for
-(a ``chat.completion``, a ``response``, a ``message``). ``GET /v1/models`` lists the
-recordings' models. Errors are JSON bodies in the wire's shape (OpenAI ``{"error": {...}}``,
-Anthropic ``{"type": "error", "error": {...}}``).
+Messages at ``POST /v1/messages``, Gemini at ``POST
+/v1beta/models/{model}:streamGenerateContent?alt=sse``. A request with ``stream: true`` (on
+Gemini, one at ``:streamGenerateContent``) gets the next recording as Server-Sent Events paced
+by ``delay`` seconds per chunk (Chat: ``data:`` lines, then ``data: [DONE]``; Gemini: ``data:``
+lines alone; Responses and Anthropic: each event named by its ``type``, as the providers send
+them and as the anthropic SDK requires); without it (on Gemini, ``:generateContent``), the one
+object the recording stands for (a ``chat.completion``, a ``response``, a ``message``, a
+``GenerateContentResponse``). ``GET /v1/models`` lists the recordings' models. Errors are JSON
+bodies in the wire's shape (OpenAI ``{"error": {...}}``, Anthropic ``{"type": "error",
+"error": {...}}``, Google ``{"error": {"code", "message", "status"}}``).
 """
 
 from __future__ import annotations
@@ -107,7 +110,33 @@ def _message(chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _generated(chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The non-streaming Gemini ``GenerateContentResponse`` a recording stands for."""
+    turn: AssistantTurn = reactivex.from_iterable(chunks).pipe(assemble(wire="gemini")).run()
+    version = next((c["modelVersion"] for c in chunks if "modelVersion" in c), None)
+    return {
+        "candidates": [
+            {"content": turn.to_message(), "finishReason": turn.finish_reason, "index": 0}
+        ],
+        **({"usageMetadata": turn.usage} if turn.usage is not None else {}),
+        **({"modelVersion": version} if version is not None else {}),
+    }
+
+
+# Google's status names for the codes this server answers with.
+_GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 411: "INVALID_ARGUMENT"}
+
+
 def _error_body(message: str, kind: str, code: object = None, wire: Wire = "chat") -> Any:
+    if wire == "gemini":
+        status = code if isinstance(code, int) else 400
+        return {
+            "error": {
+                "code": status,
+                "message": message,
+                "status": _GOOGLE_STATUS.get(status, kind),
+            }
+        }
     if wire == "anthropic":
         return {"type": "error", "error": {"type": kind, "message": message}}
     return {"error": {"message": message, "type": kind, "code": code}}
@@ -117,9 +146,14 @@ _PATHS: dict[Wire, str] = {
     "chat": "/v1/chat/completions",
     "responses": "/v1/responses",
     "anthropic": "/v1/messages",
+    "gemini": "/v1beta/models/{model}:streamGenerateContent",
 }
 # The tail of each path, as a client with any base URL sends it.
-_ROUTES: tuple[tuple[str, Wire], ...] = tuple((p[3:], w) for w, p in _PATHS.items())
+_ROUTES: tuple[tuple[str, Wire], ...] = (
+    *((p[3:], w) for w, p in _PATHS.items() if w != "gemini"),
+    (":streamGenerateContent", "gemini"),
+    (":generateContent", "gemini"),
+)
 # Anthropic's error types by status; OpenAI's bodies keep the kind they are given.
 _ANTHROPIC_KINDS = {404: "not_found_error", 413: "request_too_large", 502: "api_error"}
 
@@ -141,7 +175,7 @@ class ReplayServer:
     counts streams the client closed before the end (seen at once, even while pacing).
     ``log``, if given, receives one line per request. A client that announces more body than
     it sends is dropped after ``timeout`` seconds. ``base_url`` is for an OpenAI client,
-    ``root_url`` for an Anthropic one.
+    ``root_url`` for an Anthropic or a google-genai one (``HttpOptions(base_url=...)``).
 
     >>> with ReplayServer([[{"choices": []}]]) as server:
     ...     server.base_url.startswith("http://127.0.0.1:")
@@ -216,7 +250,8 @@ class ReplayServer:
                 self.detail = message
                 if self.route == "anthropic":
                     kind = _ANTHROPIC_KINDS.get(status, "invalid_request_error")
-                self.send_json(status, _error_body(message, kind, wire=self.route))
+                code = status if self.route == "gemini" else None
+                self.send_json(status, _error_body(message, kind, code, self.route))
 
             def send_error(
                 self, code: int, message: str | None = None, explain: str | None = None
@@ -297,7 +332,12 @@ class ReplayServer:
                     )
                     return
                 self.detail = f"recording {which + 1}/{len(server.recordings)}"
-                if request.get("stream") is True:
+                streamed = (
+                    path.endswith(":streamGenerateContent")
+                    if route == "gemini"
+                    else request.get("stream") is True
+                )
+                if streamed:
                     self.stream(chunks, server.cut.get(number))
                 else:
                     self.complete(chunks)
@@ -322,6 +362,7 @@ class ReplayServer:
                     "chat": (_completion, "chat.completion"),
                     "responses": (_response, "response"),
                     "anthropic": (_message, "message"),
+                    "gemini": (_generated, "GenerateContentResponse"),
                 }[self.route]
                 try:
                     answer = build(chunks)
@@ -329,6 +370,8 @@ class ReplayServer:
                     self.detail += f", {type(error).__name__}"
                     code = error.code if isinstance(error, ProviderError) else None
                     kind_name = "api_error" if self.route == "anthropic" else type(error).__name__
+                    if self.route == "gemini":
+                        code = 502  # Google's bodies carry the HTTP status as their code
                     payload = _error_body(str(error), kind_name, _json_safe(code), self.route)
                     self.send_json(502, payload)
                     return
@@ -340,7 +383,7 @@ class ReplayServer:
                 self.detail += f", {shown} chunks streamed"
                 if shown < len(chunks):
                     self.detail += ", then the connection dropped"
-                named = self.route != "chat"
+                named = self.route not in ("chat", "gemini")
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
@@ -357,7 +400,7 @@ class ReplayServer:
                         self.wfile.flush()
                         if server.delay and not self.pause(server.delay):
                             raise ConnectionResetError  # the client left during the pause
-                    if not named:
+                    if self.route == "chat":
                         self.wfile.write(b"data: [DONE]\n\n")  # Chat's end; the others have none
                         self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):

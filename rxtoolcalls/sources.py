@@ -36,8 +36,10 @@ __all__ = [
     "demo_path",
     "from_anthropic_stream",
     "from_async_anthropic_stream",
+    "from_async_gemini_stream",
     "from_async_iterable",
     "from_async_openai_stream",
+    "from_gemini_stream",
     "from_jsonl",
     "from_openai_stream",
     "from_sse",
@@ -484,6 +486,13 @@ def _typed_sdk_error(error: Exception) -> Exception:
     ``responses.stream(...)``) sends its request. Connection errors stay themselves.
     """
     kind = type(error)
+    if any(
+        base.__name__ == "APIError" and base.__module__.startswith("google.genai")
+        for base in kind.__mro__
+    ):
+        typed = _gemini_error(error)
+        typed.__cause__ = error
+        return typed
     if kind.__module__.startswith("openai") and kind.__name__ == "APIError":
         body = getattr(error, "body", None)
         code = getattr(error, "code", None) or getattr(error, "type", None)
@@ -504,6 +513,27 @@ def _typed_sdk_error(error: Exception) -> Exception:
         typed.__cause__ = error
         return typed
     return error
+
+
+def _gemini_error(error: Exception) -> ProviderError:
+    """A google-genai ``APIError`` (an error status, or an ``error`` object in the stream)."""
+    code = getattr(error, "code", None)
+    status = getattr(error, "status", None)
+    body = getattr(error, "details", None)
+    said = getattr(error, "message", None) or str(error)
+    found = retryable(code, body)
+    if found is None:
+        found = retryable(status)
+    typed = ProviderError(
+        f"the provider reported an error: {clip(str(said), 200)} (code {excerpt(code)}"
+        f"{'' if status is None else f', {excerpt(status)}'}); nothing was emitted",
+        code=code if code is not None else status,
+        body=body,
+        retryable=found,
+    )
+    if typed.retryable:
+        typed.hint = RETRY_HINT
+    return typed
 
 
 def _status_error(error: Exception) -> ProviderError:
@@ -711,6 +741,83 @@ def from_async_anthropic_stream(
     if not (isinstance(stream, AsyncIterable) or _is_manager(stream, "__aenter__", "__aiter__")):
         raise _not_a_stream("from_async_anthropic_stream", stream, "from_anthropic_stream")
     return _async_sdk(stream, _raw_anthropic, loop)
+
+
+def from_gemini_stream(stream: Any) -> Observable[Any]:
+    """The ``GenerateContentResponse`` chunks of a google-genai stream, sync.
+
+    ``stream`` is ``client.models.generate_content_stream(...)``, a generator: the request is
+    sent when the subscription first reads it, so it can be read once. Reads on the subscribing
+    thread, or on the scheduler given (``subscribe_on``, ``.run()``). Completing, failing or
+    disposing closes the generator, which closes its HTTP response; a dispose from another
+    thread while a read waits lands when the next chunk (or the read timeout) arrives, since a
+    running generator cannot be closed. An ``APIError`` (an error status, or an ``error``
+    object in the stream) arrives as ``ProviderError`` with ``retryable`` (429 and 5xx); a
+    connection error as itself. Anything else is a ``TypeError`` at once.
+    """
+    if not isinstance(stream, Iterable) or isinstance(stream, str | bytes | Mapping):
+        raise _not_a_gemini_stream("from_gemini_stream", stream)
+
+    def read(observer: abc.ObserverBase[Any], stopped: threading.Event) -> None:
+        for chunk in stream:
+            if stopped.is_set():
+                return
+            observer.on_next(chunk)
+            if stopped.is_set():
+                return
+
+    closer = getattr(stream, "close", None)
+    return _blocking_source(
+        read,
+        closer if callable(closer) else _nothing,
+        None,
+        close_any_thread=False,
+        typed=_typed_sdk_error,
+    )
+
+
+def from_async_gemini_stream(
+    stream: Any, *, loop: asyncio.AbstractEventLoop | None = None
+) -> Observable[Any]:
+    """The ``GenerateContentResponse`` chunks of a google-genai async stream, on an asyncio loop.
+
+    ``stream`` is ``client.aio.models.generate_content_stream(...)`` itself (a coroutine: the
+    subscription awaits it, sending the request) or what awaiting it gave (an async iterator);
+    either can be read once. Disposing cancels the pending read, which closes the HTTP
+    response, and closes the iterator. Errors are typed as in ``from_gemini_stream``; anything
+    else is a ``TypeError`` at once. Use ``await from_async_gemini_stream(s).pipe(assemble())``
+    inside the loop.
+    """
+    if not (inspect.isawaitable(stream) or isinstance(stream, AsyncIterable)):
+        raise _not_a_gemini_stream("from_async_gemini_stream", stream)
+
+    async def chunks() -> AsyncIterator[Any]:
+        async with _typed_errors():
+            opened = await stream if inspect.isawaitable(stream) else stream
+            if not isinstance(opened, AsyncIterable):
+                raise _not_a_gemini_stream("from_async_gemini_stream", opened)
+            try:
+                async for chunk in opened:
+                    yield chunk
+            finally:
+                await _close(opened)
+
+    return from_async_iterable(chunks, loop=loop)
+
+
+def _not_a_gemini_stream(function: str, stream: object) -> TypeError:
+    sync = "async" not in function
+    fits = (
+        (isinstance(stream, AsyncIterable) or inspect.isawaitable(stream))
+        if sync
+        else isinstance(stream, Iterable) and not isinstance(stream, str | bytes | Mapping)
+    )
+    other = "from_async_gemini_stream" if sync else "from_gemini_stream"
+    made = "client.models" if sync else "client.aio.models"
+    return TypeError(
+        f"{function} needs what {made}.generate_content_stream(...) returns, not "
+        f"{type(stream).__name__}" + (f": use {other}" if fits else "")
+    )
 
 
 @contextlib.asynccontextmanager

@@ -1,4 +1,4 @@
-"""The command line on the Responses and Anthropic wires: replay, record, export and serve."""
+"""The command line on the Responses, Anthropic and Gemini wires: replay, record, export, serve."""
 
 from __future__ import annotations
 
@@ -22,7 +22,11 @@ from tests.wire_builders import (
     wire_fixture_names,
 )
 
-WIRED = [(wire, name) for wire in ("responses", "anthropic") for name in wire_fixture_names(wire)]
+WIRED = [
+    (wire, name)
+    for wire in ("responses", "anthropic", "gemini")
+    for name in wire_fixture_names(wire)
+]
 IDS = [f"{wire}/{name}" for wire, name in WIRED]
 
 
@@ -91,7 +95,9 @@ def test_export_names_the_events_and_replays_the_same(
     assert main(["export", str(WIRE_FIXTURES / wire / f"{name}.jsonl")], out=out) == 0
     text = out.getvalue()
     events = load_wire(wire, name)
-    assert text.count("\nevent: ") + text.startswith("event: ") == len(events)
+    named = 0 if wire == "gemini" else len(events)  # Gemini sends its data lines alone
+    assert text.count("\nevent: ") + text.startswith("event: ") == named
+    assert text.count("data: ") == len(events)
     assert "[DONE]" not in text
     exported = tmp_path / "exported.sse"
     exported.write_text(text, encoding="utf-8")
@@ -167,6 +173,42 @@ def test_serve_answers_each_wire_at_its_path(tmp_path: Path) -> None:
         stream = gpt.responses.create(model="m", input="hi", stream=True)
         turn = rt.from_openai_stream(stream).pipe(rt.assemble()).run()
         assert [c.name for c in turn.tool_calls] == ["get_capital"]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def test_serve_answers_the_google_genai_client() -> None:
+    genai = pytest.importorskip("google.genai")
+    from google.genai import types
+
+    name = "vercel-ai__partial_args_parallel_and_no_args"
+    command = [
+        sys.executable,
+        "-m",
+        "rxtoolcalls",
+        "serve",
+        str(WIRE_FIXTURES / "gemini" / f"{name}.jsonl"),
+    ]
+    process = subprocess.Popen(
+        [*command, "--port", "0", "--delay", "0"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert "(v1beta/models/{model}:streamGenerateContent)" in line
+        root = line.strip().rsplit(" ", 1)[-1].removesuffix("/v1")
+        client = genai.Client(api_key="x", http_options=types.HttpOptions(base_url=root))
+        stream = client.models.generate_content_stream(model="gemini-3-flash", contents="hi")
+        turn = rt.from_gemini_stream(stream).pipe(rt.assemble()).run()
+        assert [(c.name, c.arguments) for c in turn.tool_calls] == [
+            ("read_theme", "{}"),
+            ("read_screen", '{"id": "A"}'),
+            ("read_screen", '{"id": "B"}'),
+            ("read_screen", '{"id": "C"}'),
+        ]
     finally:
         process.terminate()
         process.wait(timeout=10)
