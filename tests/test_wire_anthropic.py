@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import reactivex
 from reactivex import operators as ops
@@ -18,25 +16,11 @@ from tests.wire_builders import (
     a_text,
     a_tool,
     a_tool_open,
+    calls,
     load_wire,
+    rx_turn,
+    turn_of,
 )
-
-
-def turn_of(events: list[Any], **kwargs: Any) -> rt.AssistantTurn:
-    assembler = rt.Assembler(**kwargs)
-    for event in events:
-        assembler.feed(event)
-    return assembler.close()
-
-
-def rx_turn(events: list[Any], **kwargs: Any) -> rt.AssistantTurn:
-    turn: rt.AssistantTurn = reactivex.from_iterable(events).pipe(rt.assemble(**kwargs)).run()
-    return turn
-
-
-def calls(turn: rt.AssistantTurn) -> list[tuple[int, str, str, Any]]:
-    return [(c.index, c.id, c.name, c.parsed_arguments) for c in turn.tool_calls]
-
 
 # -- recordings -----------------------------------------------------------------------------
 

@@ -69,6 +69,28 @@ def one_error(events: list[Any], kind: type[Exception], policy: Any = None) -> N
         assert type(outcome) is kind, repr(outcome)
 
 
+OPEN_MESSAGE = {
+    "type": "response.output_item.added",
+    "output_index": 0,
+    "item": {
+        "type": "message",
+        "id": "m",
+        "role": "assistant",
+        "content": [],
+        "status": "in_progress",
+    },
+}
+
+
+def text_delta(index: int, text: str) -> dict[str, Any]:
+    return {
+        "type": "response.output_text.delta",
+        "output_index": index,
+        "content_index": 0,
+        "delta": text,
+    }
+
+
 REASONING = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "ENC"}
 
 
@@ -148,21 +170,9 @@ def test_a_delta_after_the_calls_item_is_done_is_malformed() -> None:
 
 
 def test_a_message_item_cannot_turn_into_a_call() -> None:
-    message = {
-        "type": "message",
-        "id": "m",
-        "role": "assistant",
-        "content": [],
-        "status": "in_progress",
-    }
     events = [
-        {"type": "response.output_item.added", "output_index": 0, "item": message},
-        {
-            "type": "response.output_text.delta",
-            "output_index": 0,
-            "content_index": 0,
-            "delta": "hi",
-        },
+        OPEN_MESSAGE,
+        text_delta(0, "hi"),
         r_item_done(0, r_fc_item(0, "call_1", "f", "{}")),
         r_completed([r_fc_item(0, "call_1", "f", "{}")]),
     ]
@@ -171,33 +181,16 @@ def test_a_message_item_cannot_turn_into_a_call() -> None:
 
 def test_text_for_an_index_never_opened_is_kept_as_content() -> None:
     events = [
-        {
-            "type": "response.output_text.delta",
-            "output_index": 5,
-            "content_index": 0,
-            "delta": "hi",
-        },
+        text_delta(5, "hi"),
         r_completed([]),
     ]
     assert one_turn(events).content == "hi"
 
 
 def test_a_message_never_done_goes_back_with_its_streamed_text() -> None:
-    message = {
-        "type": "message",
-        "id": "m",
-        "role": "assistant",
-        "content": [],
-        "status": "in_progress",
-    }
     events = [
-        {"type": "response.output_item.added", "output_index": 0, "item": message},
-        {
-            "type": "response.output_text.delta",
-            "output_index": 0,
-            "content_index": 0,
-            "delta": "Paris.",
-        },
+        OPEN_MESSAGE,
+        text_delta(0, "Paris."),
         *r_call(1, "call_1", "f", "{}"),
         r_completed([]),
     ]

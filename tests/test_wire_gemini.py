@@ -26,24 +26,14 @@ from tests.wire_builders import (
     g_text,
     load_wire,
     load_wire_lines,
+    rx_turn,
     sse_bytes,
+    turn_of,
     wire_fixture_names,
 )
 
 GEMINI = wire_fixture_names("gemini")
 SYNTHESIZED = re.compile(r"call_[0-9a-f]{24}")
-
-
-def turn_of(events: list[Any], **kwargs: Any) -> rt.AssistantTurn:
-    assembler = rt.Assembler(**kwargs)
-    for event in events:
-        assembler.feed(event)
-    return assembler.close()
-
-
-def rx_turn(events: list[Any], **kwargs: Any) -> rt.AssistantTurn:
-    turn: rt.AssistantTurn = reactivex.from_iterable(events).pipe(rt.assemble(**kwargs)).run()
-    return turn
 
 
 def calls(turn: rt.AssistantTurn) -> list[tuple[int, str, Any]]:

@@ -10,6 +10,7 @@ import reactivex
 
 import rxtoolcalls as rt
 from tests.wire_builders import (
+    calls,
     load_wire,
     r_args_done,
     r_call,
@@ -21,24 +22,9 @@ from tests.wire_builders import (
     r_incomplete,
     r_item_done,
     r_message,
+    rx_turn,
+    turn_of,
 )
-
-
-def turn_of(events: list[Any], **kwargs: Any) -> rt.AssistantTurn:
-    assembler = rt.Assembler(**kwargs)
-    for event in events:
-        assembler.feed(event)
-    return assembler.close()
-
-
-def rx_turn(events: list[Any], **kwargs: Any) -> rt.AssistantTurn:
-    turn: rt.AssistantTurn = reactivex.from_iterable(events).pipe(rt.assemble(**kwargs)).run()
-    return turn
-
-
-def calls(turn: rt.AssistantTurn) -> list[tuple[int, str, str, Any]]:
-    return [(c.index, c.id, c.name, c.parsed_arguments) for c in turn.tool_calls]
-
 
 # -- recordings: each assembles to what its source asserts ----------------------------------
 

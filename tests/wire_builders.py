@@ -1,4 +1,4 @@
-"""Builders for Responses and Anthropic event streams, and the wire fixture loader."""
+"""Builders for each wire's event streams, the wire fixture loader, and turn helpers."""
 
 from __future__ import annotations
 
@@ -6,9 +6,32 @@ import json
 from pathlib import Path
 from typing import Any
 
+import reactivex
+
+import rxtoolcalls as rt
+
 WIRE_FIXTURES = Path(__file__).parent / "fixtures" / "wire"
 
 Event = dict[str, Any]
+
+
+def turn_of(events: list[Any], **kwargs: Any) -> rt.AssistantTurn:
+    """The turn of ``events`` through an ``Assembler`` (``kwargs`` as it takes them)."""
+    assembler = rt.Assembler(**kwargs)
+    for event in events:
+        assembler.feed(event)
+    return assembler.close()
+
+
+def rx_turn(events: list[Any], **kwargs: Any) -> rt.AssistantTurn:
+    """The turn of ``events`` through ``assemble()``."""
+    turn: rt.AssistantTurn = reactivex.from_iterable(events).pipe(rt.assemble(**kwargs)).run()
+    return turn
+
+
+def calls(turn: rt.AssistantTurn) -> list[tuple[int, str, str, Any]]:
+    """Each call's index, id, name and parsed arguments."""
+    return [(c.index, c.id, c.name, c.parsed_arguments) for c in turn.tool_calls]
 
 
 def wire_fixture_names(wire: str) -> list[str]:

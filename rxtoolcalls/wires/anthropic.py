@@ -144,19 +144,19 @@ class _Blocks(Core):
 
     def _start_text(self, state: _Choice, index: int, block: dict[str, Any], kind: str) -> None:
         """Check a text or thinking block's start; text sent in it counts as streamed."""
-        for field, kinds in ((kind, (str,)), ("signature", (str,)), ("citations", (list,))):
+        for field, expected in ((kind, str), ("signature", str), ("citations", list)):
             value = block.get(field)
-            if value is not None and type(value) not in kinds:
+            if value is not None and type(value) is not expected:
                 raise MalformedChunkError(
                     f"content_block_start {index}: a {kind} block's {field} must be a "
-                    f"{kinds[0].__name__}, got {type(value).__name__}",
+                    f"{expected.__name__}, got {type(value).__name__}",
                     index=index,
                 )
         text = block.get(kind)
         if text:
             self._write(state, "content" if kind == "text" else "reasoning", kind, text)
-            self._texts[index] = io.StringIO(text)
-            self._texts[index].seek(0, io.SEEK_END)
+            buffer = self._texts[index] = io.StringIO()
+            buffer.write(text)
 
     def _block(self, data: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         index = self._index(data)

@@ -1151,8 +1151,8 @@ def gemini_hand_whole(events: Iterable[dict[str, Any]]) -> Calls:
         for part in event["candidates"][0]["content"]["parts"]:
             call = part.get("functionCall")
             if call is not None:
-                call_id = call.get("id") or f"call_{os.urandom(12).hex()}"
-                del call_id  # made as the turn makes it; random, so left out of the result
+                if not call.get("id"):
+                    os.urandom(12).hex()  # an id made as the turn makes it; random, so unused
                 calls.append(("", call["name"], json.loads(json.dumps(call["args"]))))
     return calls
 
