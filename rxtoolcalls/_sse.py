@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import json
 import sys
+from collections.abc import Callable
 from json.scanner import c_make_scanner  # type: ignore[attr-defined]
 from typing import Any, NamedTuple
 
@@ -70,7 +71,7 @@ DONE = object()
 
 
 class SSEDecoder:
-    r"""Turn pieces of an event stream into ``ServerSentEvent``s.
+    r"""Turn pieces of an event stream into ``ServerSentEvent``s, or straight into chunks.
 
     >>> decoder = SSEDecoder()
     >>> decoder.feed(b'data: {"a"') + decoder.feed(b": 1}\n\n: comment\n")
@@ -83,21 +84,31 @@ class SSEDecoder:
     """
 
     __slots__ = (
+        "_carry",
         "_data",
         "_decoder",
         "_event",
         "_line",
         "_line_size",
+        "_lined",
         "_max",
+        "_paired",
         "_pending_cr",
         "_size",
         "_started",
+        "ended",
         "error_field",
     )
 
     def __init__(self, *, limits: Limits | None = None) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
         self._max = (limits or DEFAULT_LIMITS).max_event
+        # The text since the last blank line. Events are cut out of it whole ("\n\n" found
+        # in C), so an event of one data line costs no per-line Python. Once it passes
+        # max_event the decoder reads line by line (_lined) and checks every line and event.
+        self._carry = ""
+        self._lined = False
+        self._paired = True
         self._line: list[str] = []
         self._line_size = 0
         self._data: list[str] = []
@@ -108,15 +119,108 @@ class SSEDecoder:
         self._started = False
         self.error_field: str | None = None
         """The value of a non-standard ``error:`` field (old llama.cpp), if one was seen."""
+        self.ended: object | None = None
+        """What ended the stream in ``chunks``: ``DONE`` or an exception; ``None`` before."""
 
     def feed(self, piece: bytes | str) -> list[ServerSentEvent]:
         """Decode one piece; return the events it completes."""
+        events: list[ServerSentEvent] = []
+        for item in self._split(piece):
+            if type(item) is str:
+                event = self._event_of(item)
+                if event is not None:
+                    events.append(event)
+            else:
+                events.append(item)  # type: ignore[arg-type]
+        return events
+
+    def chunks(self, piece: bytes | str) -> list[dict[str, Any]]:
+        """Decode one piece; return the chunks (dicts) of the events it completes.
+
+        What ``chunk_from_event`` gives, events it skips left out. The stream's end, if this
+        piece holds it, is kept in ``ended`` rather than raised, after the chunks before it:
+        ``DONE`` (nothing after it is read) or the error that ends it (a provider error, an
+        ``error:`` field before ``DONE``, a malformed event).
+        """
+        out: list[dict[str, Any]] = []
+        if self.ended is not None:
+            return out
+        append = out.append
+        fast = _fast_decode
+        try:
+            for item in self._split(piece):
+                if type(item) is not str:
+                    if self._chunk_of(item, append):  # type: ignore[arg-type]
+                        break
+                    continue
+                # Nearly every event is one data line holding a JSON object, or (Responses,
+                # Anthropic) an event line and such a data line: parsed here, inline.
+                if item[:7] == "data: {" and "\n" not in item:
+                    data = item[6:]
+                elif item[:7] == "event: " and _is_named_object(item):
+                    data = item[item.find("\n") + 7 :]
+                else:
+                    event = self._event_of(item)
+                    if event is not None and self._chunk_of(event, append):
+                        break
+                    continue
+                if fast is None:
+                    payload = load_json(data, "an event's data")
+                else:
+                    try:
+                        payload = fast(data)
+                    except Exception:  # noqa: BLE001 - the standard library decides
+                        payload = load_json_stdlib(data, "an event's data")
+                if "error" in payload or payload.get("object") == "error":
+                    payload = _object_chunk(payload, data)
+                append(payload)
+        except Exception as error:  # noqa: BLE001 - the caller raises it in its turn
+            self.ended = error
+        return out
+
+    def _chunk_of(self, event: ServerSentEvent, append: Callable[[Any], None]) -> bool:
+        """Append the chunk of one event, if any; whether it was ``DONE`` (kept in ``ended``)."""
+        chunk = chunk_from_event(event)
+        if chunk is DONE:
+            if self.error_field is not None:
+                # An old llama.cpp "error:" field, then [DONE]: the error wins.
+                raise error_field_error(self.error_field)
+            self.ended = DONE
+            return True
+        if chunk is not None:
+            append(chunk)
+        return False
+
+    def close(self) -> list[ServerSentEvent]:
+        """End the stream; an event without its closing blank line is dropped (as specified)."""
+        try:
+            tail = self._decoder.decode(b"", final=True)
+        except UnicodeDecodeError as exc:
+            raise MalformedChunkError(
+                f"the event stream ends inside a UTF-8 sequence: {exc.reason}"
+            ) from exc
+        if not self._lined:
+            # Its lines are read for their fields (an "error:" among them); no event is due.
+            for line in (self._carry + tail).split("\n"):
+                self._line_done(line)
+            self._carry = ""
+            return []
+        if tail:
+            self._line.append(tail)
+        if self._line:
+            self._line_done("".join(self._line))
+            self._line = []
+            self._line_size = 0
+        return []
+
+    def _text(self, piece: bytes | str) -> str:
+        """The piece as text: UTF-8 decoded, a first BOM dropped, every line end a line feed."""
         try:
             text = piece if isinstance(piece, str) else self._decoder.decode(piece)
         except UnicodeDecodeError as exc:
             raise MalformedChunkError(f"the event stream is not UTF-8: {exc.reason}") from exc
         if not text:
-            return []
+            return text
         if not self._started:
             self._started = True
             if text[0] == "\ufeff":
@@ -130,10 +234,52 @@ class SSEDecoder:
             self._pending_cr = text[-1] == "\r"
             # Two passes in C keep the scan linear (one find per line end was quadratic).
             text = text.replace("\r\n", "\n").replace("\r", "\n")
+        return text
+
+    def _split(self, piece: bytes | str) -> list[str] | list[ServerSentEvent]:
+        """The events a piece completes, as text or (reading line by line) as events.
+
+        An event's text is its lines, without the blank line that ends it.
+        """
+        text = self._text(piece)
+        if not text:
+            return []
+        if self._lined:
+            return self._lines(text)
+        if self._carry:
+            text = self._carry + text
+        if len(text) > self._max:
+            # A line or an event may be past the limit: from here on every one is checked.
+            self._lined = True
+            self._carry = ""
+            return self._lines(text)
+        if self._paired:
+            # Events of one line each, as most servers send: the lines alternate with blank
+            # ones, and one split on a single character (memchr) is twice as fast as on two.
+            lines = text.split("\n")
+            if len(lines) & 1:
+                if not any(lines[1:-1:2]):
+                    self._carry = lines[-1]
+                    return lines[0:-1:2]
+            elif not any(lines[1:-2:2]):
+                # The piece ends between an event's line and its blank line.
+                self._carry = lines[-2] + "\n" + lines[-1]
+                return lines[0:-2:2]
+            self._paired = False
+        segments = text.split("\n\n")
+        self._carry = segments.pop()
+        return segments
+
+    def _event_of(self, segment: str) -> ServerSentEvent | None:
+        """The event of one segment's lines (a leading blank line dispatches nothing)."""
+        for line in segment.split("\n"):
+            self._line_done(line)
+        return self._line_done("")
+
+    def _lines(self, text: str) -> list[ServerSentEvent]:
         lines = text.split("\n")
         events: list[ServerSentEvent] = []
         last = lines.pop()  # the start of a line not ended yet ("" after a line end)
-        data = self._data
         for line in lines:
             if self._line:
                 line = "".join(self._line) + line
@@ -141,46 +287,15 @@ class SSEDecoder:
                 self._line_size = 0
             if len(line) > self._max:
                 raise self._too_long("a line")
-            # The two lines of nearly every event inline, "data: …" and the blank line; the
-            # others (and a "data:" without its space) in _line_done.
-            if line[:6] == "data: ":
-                self._size += len(line) - 5
-                if self._size > self._max:
-                    raise self._too_long("an event")
-                data.append(line[6:])
-            elif line:
-                self._line_done(line)
-            elif data or self._event:
-                events.append(
-                    ServerSentEvent(
-                        self._event or "message", data[0] if len(data) == 1 else "\n".join(data)
-                    )
-                )
-                data = self._data = []
-                self._event = ""
-                self._size = 0
+            event = self._line_done(line)
+            if event is not None:
+                events.append(event)
         if last:
             self._line_size += len(last)
             if self._line_size > self._max:
                 raise self._too_long("a line")
             self._line.append(last)
         return events
-
-    def close(self) -> list[ServerSentEvent]:
-        """End the stream; an event without its closing blank line is dropped (as specified)."""
-        try:
-            tail = self._decoder.decode(b"", final=True)
-        except UnicodeDecodeError as exc:
-            raise MalformedChunkError(
-                f"the event stream ends inside a UTF-8 sequence: {exc.reason}"
-            ) from exc
-        if tail:
-            self._line.append(tail)
-        if self._line:
-            self._line_done("".join(self._line))
-            self._line = []
-            self._line_size = 0
-        return []
 
     def _too_long(self, what: str) -> LimitExceededError:
         return LimitExceededError(
@@ -194,7 +309,10 @@ class SSEDecoder:
         if not line:
             if not self._data and not self._event:
                 return None
-            event = ServerSentEvent(self._event or "message", "\n".join(self._data))
+            data = self._data
+            event = ServerSentEvent(
+                self._event or "message", data[0] if len(data) == 1 else "\n".join(data)
+            )
             self._data = []
             self._event = ""
             self._size = 0
@@ -214,6 +332,36 @@ class SSEDecoder:
         elif field == "error":
             self.error_field = value
         return None
+
+
+def _is_named_object(segment: str) -> bool:
+    """Whether a segment is one ``event:`` line (not ``error``), then one ``data: {`` line."""
+    end = segment.find("\n")
+    return (
+        segment[end + 1 : end + 8] == "data: {"
+        and segment.find("\n", end + 1) < 0
+        and segment[7:end] != "error"
+    )
+
+
+def _object_chunk(payload: dict[str, Any], data: str) -> dict[str, Any]:
+    """``payload``, unless it is a provider error (raised)."""
+    if payload.get("error") is not None or payload.get("object") == "error":
+        raise _provider_error(payload, data)
+    return payload
+
+
+def error_field_error(value: str) -> ProviderError:
+    """The ``ProviderError`` for a non-standard ``error:`` SSE field."""
+    try:
+        payload = json.loads(value)
+    except ValueError:
+        payload = {"message": value}
+    try:
+        chunk_from_event(ServerSentEvent("error", json.dumps(payload)))
+    except ProviderError as error:
+        return error
+    return provider_error(value, None, {"message": value})
 
 
 def _provider_error(payload: Any, raw: str) -> ProviderError:

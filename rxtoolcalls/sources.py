@@ -29,7 +29,7 @@ from ._errors import (
     retryable,
 )
 from ._policy import Limits
-from ._sse import DONE, ServerSentEvent, SSEDecoder, chunk_from_event, load_json
+from ._sse import DONE, SSEDecoder, error_field_error, load_json
 from .wires import anthropic as anthropic_wire
 
 __all__ = [
@@ -117,6 +117,16 @@ def from_async_iterable(
     closing the iterator failing after its last item (then instead of ``on_completed``). Use
     ``await observable`` inside the loop.
     """
+    return _from_async(factory, loop, batched=False)
+
+
+def _from_async(
+    factory: Callable[[], AsyncIterable[Any]],
+    loop: asyncio.AbstractEventLoop | None,
+    *,
+    batched: bool,
+) -> Observable[Any]:
+    """``from_async_iterable``; with ``batched`` the iterator yields lists, each item emitted."""
 
     def subscribe(
         observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None
@@ -136,9 +146,17 @@ def from_async_iterable(
                 observer.on_error(error)
                 return
             failure: Exception | None = None
+            on_next = observer.on_next
             try:
-                async for item in iterator:
-                    observer.on_next(item)
+                if batched:
+                    # One await a batch (an SSE piece), not one per item: at 10,000 streams
+                    # on a loop, the per-item step of an async generator was most of the cost.
+                    async for batch in iterator:
+                        for item in batch:
+                            on_next(item)
+                else:
+                    async for item in iterator:
+                        on_next(item)
             except asyncio.CancelledError:
                 with contextlib.suppress(Exception):  # disposed: nobody is listening
                     await _close(iterator)
@@ -186,16 +204,6 @@ async def _close(iterator: object) -> None:
         await result
 
 
-def _sse_chunks(decoder: SSEDecoder, piece: bytes | str) -> Iterator[dict[str, Any] | object]:
-    for event in decoder.feed(piece):
-        chunk = chunk_from_event(event)
-        if chunk is DONE and decoder.error_field is not None:
-            # An old llama.cpp "error:" field, then [DONE]: the error wins.
-            raise chunk_error_field(decoder.error_field)
-        if chunk is not None:
-            yield chunk
-
-
 def _sse_end(decoder: SSEDecoder) -> None:
     decoder.close()
     if decoder.error_field is not None:
@@ -203,17 +211,7 @@ def _sse_end(decoder: SSEDecoder) -> None:
         raise chunk_error_field(decoder.error_field)
 
 
-def chunk_error_field(value: str) -> ProviderError:
-    """The ``ProviderError`` for a non-standard ``error:`` SSE field."""
-    try:
-        payload = json.loads(value)
-    except ValueError:
-        payload = {"message": value}
-    try:
-        chunk_from_event(ServerSentEvent("error", json.dumps(payload)))
-    except ProviderError as error:
-        return error
-    return provider_error(value, None, {"message": value})
+chunk_error_field = error_field_error
 
 
 class _StreamedResponse(Protocol):
@@ -444,13 +442,19 @@ def _sse_source(
 ) -> Observable[dict[str, Any]]:
     def read(observer: abc.ObserverBase[Any], stopped: threading.Event) -> None:
         decoder = SSEDecoder(limits=limits)
+        chunks, is_set, on_next = decoder.chunks, stopped.is_set, observer.on_next
         for piece in pieces():
-            for chunk in _sse_chunks(decoder, piece):
-                if stopped.is_set() or chunk is DONE:
-                    return
-                observer.on_next(chunk)
-            if stopped.is_set():
+            # Checked once a piece: a dispose from on_next stops the observer at once (it
+            # drops what follows), and the read ends after this piece.
+            for chunk in chunks(piece):
+                on_next(chunk)
+            if is_set():
                 return
+            ended = decoder.ended
+            if ended is not None:
+                if ended is DONE:
+                    return
+                raise ended  # type: ignore[misc]
         _sse_end(decoder)
 
     return _blocking_source(read, close, response, close_any_thread=close_any_thread)
@@ -462,19 +466,23 @@ def _from_async_sse(
     loop: asyncio.AbstractEventLoop | None,
     limits: Limits | None = None,
 ) -> Observable[dict[str, Any]]:
-    async def chunks() -> AsyncIterator[dict[str, Any]]:
+    async def chunks() -> AsyncIterator[list[dict[str, Any]]]:
         decoder = SSEDecoder(limits=limits)
         try:
             async for piece in pieces():
-                for chunk in _sse_chunks(decoder, piece):
-                    if chunk is DONE:
+                batch = decoder.chunks(piece)
+                if batch:
+                    yield batch
+                ended = decoder.ended
+                if ended is not None:
+                    if ended is DONE:
                         return
-                    yield chunk  # type: ignore[misc]
+                    raise ended  # type: ignore[misc]
             _sse_end(decoder)
         finally:
             await _close(owner)
 
-    return from_async_iterable(chunks, loop=loop)
+    return _from_async(chunks, loop, batched=True)
 
 
 def _typed_sdk_error(error: Exception) -> Exception:
