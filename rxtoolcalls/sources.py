@@ -154,6 +154,9 @@ def _from_async(
                     async for batch in iterator:
                         for item in batch:
                             on_next(item)
+                        # Held across the next await otherwise: a piece's parsed chunks are
+                        # several times its bytes, and thousands of streams wait at once.
+                        batch.clear()
                 else:
                     async for item in iterator:
                         on_next(item)

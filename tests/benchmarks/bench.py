@@ -1324,6 +1324,185 @@ def bytes_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
     return targets
 
 
+def sse_wire_body(events: list[dict[str, Any]], named: bool) -> bytes:
+    """A wire's events as the server sends them: ``event:`` lines where the wire names them."""
+    if named:
+        return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+    return "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+def sse_dicts(pieces: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """The stdlib reading of raw SSE bytes that every wire's bytes hand loop shares: split
+    lines, ``json.loads`` each data line (the event lines say nothing a dict does not)."""
+    rest = b""
+    for piece in pieces:
+        *lines, rest = (rest + piece).split(b"\n")
+        for line in lines:
+            if line.startswith(b"data: ") and line != b"data: [DONE]":
+                yield json.loads(line[6:])
+
+
+def _from_sse_assemble(wire: str | None) -> Callable[[list[bytes]], Calls]:
+    def run(pieces: list[bytes]) -> Calls:
+        out: list[rt.AssistantTurn] = []
+        rt.from_sse(pieces).pipe(rt.assemble(wire=wire)).subscribe(out.append)  # type: ignore[arg-type]
+        return _calls(out[0])
+
+    return run
+
+
+def wire_bytes_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
+    """Every wire from raw SSE bytes: ``from_sse`` + ``assemble()`` against a stdlib hand loop
+    (``sse_dicts`` into the wire's own dict loop) over the same bytes, with and without the
+    ``fast`` extra (printed)."""
+    from rxtoolcalls import _sse
+
+    fast = _sse._fast_decode
+    cases: list[tuple[str, str, Callable[[int, str], list[dict[str, Any]]], Any, bool]] = [
+        ("Responses", "responses", build_responses, responses_hand_dicts, True),
+        ("Anthropic", "anthropic", build_anthropic, anthropic_hand_dicts, True),
+        (
+            "Gemini, streamed partialArgs",
+            "gemini",
+            build_gemini_streamed,
+            gemini_hand_streamed,
+            False,
+        ),
+    ]
+    print(f"\n### Every wire from bytes: SSE in {PIECE // 1024} KiB pieces, fragments/s (ratio)\n")
+    print("| wire | layout | fragments | stdlib hand loop | from_sse + assemble() | with `fast` |")
+    print("|---|---|---:|---:|---:|---:|")
+    worst: dict[str, float] = {}
+    for label, wire, build, hand, named in cases:
+        layouts = GEMINI_LAYOUTS if wire == "gemini" else ("1 call", "8 interleaved")
+        for layout in layouts:
+            for size in sizes:
+                events = build(size, layout)
+                raw = sse_wire_body(events, named)
+                pieces = [raw[i : i + PIECE] for i in range(0, len(raw), PIECE)]
+                runs: dict[str, Callable[[Any], Calls]] = {
+                    "hand": lambda p, hand=hand: hand(sse_dicts(p)),
+                    "std": _from_sse_assemble(None),
+                    "fast": _from_sse_assemble(None),
+                }
+                if wire == "gemini":  # synthesized ids are random
+                    runs = {k: _without_ids(v) for k, v in runs.items()}
+                expected = runs["hand"](pieces)
+                best = {name: float("inf") for name in runs}
+                for _ in range(max(repeats, repeats * 100_000 // (size * 4))):
+                    for name, fn in runs.items():
+                        if name == "fast" and fast is None:
+                            continue
+                        _sse._fast_decode = fast if name == "fast" else None
+                        try:
+                            seconds, result = _time(fn, pieces)
+                        finally:
+                            _sse._fast_decode = fast
+                        if result != expected:
+                            raise SystemExit(f"{label} from bytes: {name} differs, {layout} {size}")
+                        best[name] = min(best[name], seconds)
+                rates = {k: size / v for k, v in best.items() if v != float("inf")}
+                std = rates["std"] / rates["hand"]
+                worst[label] = min(worst.get(label, 1e9), std)
+                fast_cell = "not installed"
+                if "fast" in rates:
+                    fast_cell = f"{rates['fast']:,.0f} ({rates['fast'] / rates['hand']:.2f})"
+                print(
+                    f"| {label} | {layout} | {size:,} | {rates['hand']:,.0f} | "
+                    f"{rates['std']:,.0f} ({std:.2f}) | {fast_cell} |"
+                )
+                print(f"  measured bytes {label} {layout} {size:,}", file=sys.stderr, flush=True)
+    return [
+        (
+            f"from bytes, {label}: from_sse + assemble() >= 1.0x its stdlib hand loop",
+            ratio >= 1.0,
+            f"worst {ratio:.2f}",
+        )
+        for label, ratio in worst.items()
+    ]
+
+
+async def _paced_bytes(pieces: list[bytes]) -> AsyncIterator[bytes]:
+    for piece in pieces:
+        await asyncio.sleep(0)  # a socket read: the loop runs the other streams between pieces
+        yield piece
+
+
+CONCURRENT_FRAGMENTS = 400  # per stream: about 90 KB of SSE, six 16 KiB pieces
+
+
+def concurrency_bytes(streams: int, repeats: int) -> list[Target]:
+    """``streams`` async byte sources on one asyncio loop, each through ``from_sse`` +
+    ``assemble()``, against the single-stream sync rate from bytes (printed)."""
+    chunks = build_stream(CONCURRENT_FRAGMENTS, "8 interleaved")
+    raw = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n"
+    pieces = [raw[i : i + PIECE] for i in range(0, len(raw), PIECE)]
+    n = fragment_count(chunks)
+    expected = hand_loop_dicts(chunks)
+    arguments = sum(len(json.dumps(args)) for _, _, args in expected)
+
+    large = build_stream(100_000, "8 interleaved")
+    large_raw = "".join(f"data: {json.dumps(c)}\n\n" for c in large).encode() + b"data: [DONE]\n\n"
+    large_pieces = [large_raw[i : i + PIECE] for i in range(0, len(large_raw), PIECE)]
+    sync_large = fragment_count(large) / min(
+        _time(ours_from_bytes, large_pieces)[0] for _ in range(max(2, repeats))
+    )
+    sync_small = n / min(_time(ours_from_bytes, pieces)[0] for _ in range(max(20, repeats)))
+
+    async def one() -> Calls:
+        turn: rt.AssistantTurn = await rt.from_sse(_paced_bytes(pieces)).pipe(rt.assemble())
+        return _calls(turn)
+
+    async def main() -> list[Calls]:
+        return await asyncio.gather(*(one() for _ in range(streams)))
+
+    best = float("inf")
+    for _ in range(max(1, repeats - 1)):
+        gc.collect()
+        start = time.perf_counter()
+        results = asyncio.run(main())
+        best = min(best, time.perf_counter() - start)
+        if any(r != expected for r in results):
+            raise SystemExit("a concurrent stream from bytes assembled a different result")
+        del results
+    rate = n * streams / best
+    gc.collect()
+    tracemalloc.start()
+    asyncio.run(main())
+    peak = tracemalloc.get_traced_memory()[1] / streams
+    tracemalloc.stop()
+    print(f"\n### {streams:,} concurrent async byte sources on one asyncio loop\n")
+    print(
+        f"each stream {n:,} fragments in {len(pieces)} pieces of {PIECE // 1024} KiB "
+        f"({len(raw):,} bytes, {arguments:,} argument bytes); all {streams:,} turns correct.\n"
+    )
+    print("| path | fragments/s | ratio to one stream, sync |")
+    print("|---|---:|---:|")
+    print(f"| one stream, sync, 100,008 fragments | {sync_large:,.0f} | 1.00 |")
+    print(
+        f"| one stream, sync, {n:,} fragments | {sync_small:,.0f} | {sync_small / sync_large:.2f} |"
+    )
+    print(f"| {streams:,} streams, async, aggregate | {rate:,.0f} | {rate / sync_large:.2f} |")
+    print(
+        f"\npeak memory per open stream: {peak / 1024:.1f} KiB "
+        f"(the bound: 16 KiB + its {arguments:,} argument bytes = "
+        f"{(16384 + arguments) / 1024:.1f} KiB)"
+    )
+    return [
+        (
+            f"{streams:,} concurrent byte sources: aggregate >= 1/2 the single-stream sync rate "
+            "from bytes",
+            rate >= sync_large / 2,
+            f"{rate / sync_large:.2f}",
+        ),
+        (
+            "memory per open stream <= 16 KiB + its argument bytes",
+            peak <= 16384 + arguments,
+            f"{peak / 1024:.1f} KiB against {(16384 + arguments) / 1024:.1f} KiB",
+        ),
+    ]
+
+
 def wire_sections(
     sizes: tuple[int, ...], repeats: int, peers: bool, baseline: str | None
 ) -> list[Target]:
@@ -1616,7 +1795,13 @@ def main(argv: list[str] | None = None) -> int:
     sizes: tuple[int, ...]
     if args.bytes:
         sizes = (2_500, 10_000) if args.quick else (10_000, 100_000)
-        return verdict(bytes_section(sizes, 1 if args.quick else args.repeats))
+        repeats = 1 if args.quick else args.repeats
+        streams = 1_000 if args.quick else args.streams
+        return verdict(
+            bytes_section(sizes, repeats)
+            + wire_bytes_section(sizes, repeats)
+            + concurrency_bytes(streams, repeats)
+        )
     if args.gemini:
         sizes = (2_500, 10_000) if args.quick else tuple(s for s in SIZES if s <= 100_000)
         return verdict(gemini_section(sizes, 1 if args.quick else args.repeats))
