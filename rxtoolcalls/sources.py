@@ -38,9 +38,11 @@ __all__ = [
     "from_async_anthropic_stream",
     "from_async_gemini_stream",
     "from_async_iterable",
+    "from_async_openai_response",
     "from_async_openai_stream",
     "from_gemini_stream",
     "from_jsonl",
+    "from_openai_response",
     "from_openai_stream",
     "from_sse",
     "read_jsonl",
@@ -463,18 +465,26 @@ def _from_async_sse(
     limits: Limits | None = None,
 ) -> Observable[dict[str, Any]]:
     async def chunks() -> AsyncIterator[dict[str, Any]]:
-        decoder = SSEDecoder(limits=limits)
         try:
-            async for piece in pieces():
-                for chunk in _sse_chunks(decoder, piece):
-                    if chunk is DONE:
-                        return
-                    yield chunk  # type: ignore[misc]
-            _sse_end(decoder)
+            async for chunk in _async_sse_chunks(pieces(), limits):
+                yield chunk
         finally:
             await _close(owner)
 
     return from_async_iterable(chunks, loop=loop)
+
+
+async def _async_sse_chunks(
+    pieces: AsyncIterable[bytes | str], limits: Limits | None
+) -> AsyncIterator[dict[str, Any]]:
+    """The chunks of an async event stream, up to ``[DONE]`` or its end."""
+    decoder = SSEDecoder(limits=limits)
+    async for piece in pieces:
+        for chunk in _sse_chunks(decoder, piece):
+            if chunk is DONE:
+                return
+            yield chunk  # type: ignore[misc]
+    _sse_end(decoder)
 
 
 def _typed_sdk_error(error: Exception) -> Exception:
@@ -590,6 +600,142 @@ def from_async_openai_stream(
     Use ``await from_async_openai_stream(s).pipe(assemble())`` inside the loop.
     """
     return _async_sdk(stream, _every, loop)
+
+
+# The classes openai's ``with_streaming_response`` gives, and whether each is async.
+_OPENAI_RESPONSES = {"APIResponse": False, "AsyncAPIResponse": True}
+_OPENAI_MANAGERS = {"ResponseContextManager": False, "AsyncResponseContextManager": True}
+
+
+def _openai_response_kind(value: object) -> str | None:
+    """The name of the openai ``with_streaming_response`` class ``value`` is, or ``None``."""
+    for base in type(value).__mro__:
+        if base.__module__.startswith("openai") and (
+            base.__name__ in _OPENAI_RESPONSES or base.__name__ in _OPENAI_MANAGERS
+        ):
+            return base.__name__
+    return None
+
+
+def from_openai_response(response: Any, *, limits: Limits | None = None) -> Observable[Any]:
+    """The events of an openai SDK streamed response, read as raw bytes: Chat or Responses.
+
+    ``response`` is what ``with client.chat.completions.with_streaming_response.create(...,
+    stream=True) as r`` gives (an ``APIResponse``; ``client.responses`` works the same), or
+    that manager itself, not entered: then each subscription enters it, sending the request
+    (with the client's auth, base_url, retries and timeouts), and leaves it at the end, so a
+    retry sends a new request. The body is read as ``from_sse`` reads an httpx response: plain
+    dicts, no per-chunk SDK models, ``[DONE]`` and the provider's in-band errors as there.
+    Completing, failing or disposing closes the response; disposing shuts its socket down at
+    once, even while a read waits on a silent server (HTTP/1.x). An error status when the
+    manager sends (``APIStatusError``) arrives as ``ProviderError`` with the status and
+    ``retryable``. A response can be read once. A whole (not streamed) JSON response, an
+    ``AsyncAPIResponse`` or anything else is a ``TypeError`` at once (an SDK ``Stream`` names
+    ``from_openai_stream``).
+    """
+    kind = _openai_response_kind(response)
+    if kind == "APIResponse":
+        body = _streamed_body(response, "from_openai_response")
+        return _sse_source(body.iter_bytes, response.close, body, limits, close_any_thread=True)
+    if kind != "ResponseContextManager":
+        raise _not_a_response("from_openai_response", response)
+    manager = response
+
+    def enter(_: abc.SchedulerBase | None) -> Observable[Any]:
+        try:
+            opened = manager.__enter__()
+        except Exception as error:  # noqa: BLE001 - delivered as on_error, typed
+            return reactivex.throw(_typed_sdk_error(error))
+        leaving = _Leaving(manager)
+        try:
+            body = _streamed_body(opened, "from_openai_response")
+        except TypeError as error:
+            leaving.close()
+            return reactivex.throw(error)
+        return _sse_source(body.iter_bytes, leaving.close, body, limits, close_any_thread=True)
+
+    return reactivex.defer(enter)
+
+
+def from_async_openai_response(
+    response: Any,
+    *,
+    loop: asyncio.AbstractEventLoop | None = None,
+    limits: Limits | None = None,
+) -> Observable[Any]:
+    """The events of an openai SDK async streamed response, read as raw bytes on an asyncio loop.
+
+    ``response`` is what ``async with client.chat.completions.with_streaming_response.create(
+    ..., stream=True) as r`` gives (an ``AsyncAPIResponse``; ``client.responses`` too), or that
+    manager itself, not entered: the subscription enters it, sending the request, and leaves
+    it at the end. The SDK's async manager holds one request, so it can be subscribed once (a
+    second subscription fails with ``RuntimeError``); make a new one per attempt. Disposing
+    cancels the pending read and closes the response. Errors are typed as in
+    ``from_openai_response``; what is not such a response is a ``TypeError`` at once. Use
+    ``await from_async_openai_response(r).pipe(assemble())`` inside the loop.
+    """
+    kind = _openai_response_kind(response)
+    if kind == "AsyncAPIResponse":
+        body = _streamed_body(response, "from_async_openai_response")
+        return _from_async_sse(body.aiter_bytes, response, loop, limits)
+    if kind != "AsyncResponseContextManager":
+        raise _not_a_response("from_async_openai_response", response)
+    manager = response
+    entered = threading.Lock()
+
+    async def events() -> AsyncIterator[dict[str, Any]]:
+        if not entered.acquire(blocking=False):
+            raise RuntimeError(
+                "an AsyncResponseContextManager holds one request and was entered already: "
+                "call with_streaming_response.create(...) again for a new one"
+            )
+        async with _typed_errors():
+            opened = await manager.__aenter__()
+        try:
+            body = _streamed_body(opened, "from_async_openai_response")
+            async for chunk in _async_sse_chunks(body.aiter_bytes(), limits):
+                yield chunk
+        finally:
+            await manager.__aexit__(None, None, None)
+
+    return from_async_iterable(events, loop=loop)
+
+
+def _streamed_body(response: Any, function: str) -> Any:
+    """The httpx response under an SDK response; ``TypeError`` if it is a whole JSON answer."""
+    body = response.http_response
+    kind = str(body.headers.get("content-type", "")).partition(";")[0].strip().lower()
+    if kind == "application/json" or kind.endswith("+json"):
+        raise TypeError(
+            f"{function} got a whole {kind} response, not an event stream: pass stream=True "
+            f"to create(...)"
+        )
+    return body
+
+
+def _not_a_response(function: str, value: object) -> TypeError:
+    sync = not function.startswith("from_async")
+    kind = _openai_response_kind(value)
+    hint = ""
+    if kind is not None:  # the other flavour
+        hint = f": use {'from_async_openai_response' if sync else 'from_openai_response'}"
+    elif type(value).__module__.startswith("openai") and (
+        isinstance(value, Iterable | AsyncIterable)
+        or hasattr(value, "__enter__")
+        or hasattr(value, "__aenter__")
+    ):
+        stream_source = (
+            "from_async_openai_stream" if isinstance(value, AsyncIterable) else "from_openai_stream"
+        )
+        hint = f" (an SDK stream: use {stream_source})"
+    elif callable(getattr(value, "iter_bytes", None)):
+        hint = " (an httpx response: use from_sse)"
+    made = "with" if sync else "async with"
+    return TypeError(
+        f"{function} needs what `{made} client.chat.completions.with_streaming_response"
+        f".create(..., stream=True) as r` gives (or that manager, not entered), not "
+        f"{type(value).__name__}{hint}"
+    )
 
 
 def _every(_: object) -> bool:
