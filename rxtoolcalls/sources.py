@@ -636,7 +636,9 @@ def from_openai_response(response: Any, *, limits: Limits | None = None) -> Obse
     kind = _openai_response_kind(response)
     if kind == "APIResponse":
         body = _streamed_body(response, "from_openai_response")
-        return _sse_source(body.iter_bytes, response.close, body, limits, close_any_thread=True)
+        return _sse_source(
+            lambda: _unread(body).iter_bytes(), response.close, body, limits, close_any_thread=True
+        )
     if kind != "ResponseContextManager":
         raise _not_a_response("from_openai_response", response)
     manager = response
@@ -677,7 +679,7 @@ def from_async_openai_response(
     kind = _openai_response_kind(response)
     if kind == "AsyncAPIResponse":
         body = _streamed_body(response, "from_async_openai_response")
-        return _from_async_sse(body.aiter_bytes, response, loop, limits)
+        return _from_async_sse(lambda: _unread(body).aiter_bytes(), response, loop, limits)
     if kind != "AsyncResponseContextManager":
         raise _not_a_response("from_async_openai_response", response)
     manager = response
@@ -710,6 +712,20 @@ def _streamed_body(response: Any, function: str) -> Any:
             f"{function} got a whole {kind} response, not an event stream: pass stream=True "
             f"to create(...)"
         )
+    return body
+
+
+def _unread(body: Any) -> Any:
+    """``body`` if its bytes can still be read; ``RuntimeError`` if an earlier read took them."""
+    if body.is_stream_consumed:
+        try:
+            body.content  # noqa: B018 - kept by read(): iter_bytes() gives it again
+        except Exception as error:  # httpx's ResponseNotRead: streamed away unkept
+            raise RuntimeError(
+                "this response was read already, and its bytes can be read once: pass the "
+                "with_streaming_response.create(...) manager itself (not entered) to send a "
+                "request per subscription"
+            ) from error
     return body
 
 
