@@ -648,13 +648,14 @@ def from_openai_response(response: Any, *, limits: Limits | None = None) -> Obse
             opened = manager.__enter__()
         except Exception as error:  # noqa: BLE001 - delivered as on_error, typed
             return reactivex.throw(_typed_sdk_error(error))
-        leaving = _Leaving(manager)
+        # Leaving the manager closes the response it made last, which is another
+        # subscription's when two read at once: close this one's, all __exit__ does.
         try:
             body = _streamed_body(opened, "from_openai_response")
         except TypeError as error:
-            leaving.close()
+            opened.close()
             return reactivex.throw(error)
-        return _sse_source(body.iter_bytes, leaving.close, body, limits, close_any_thread=True)
+        return _sse_source(body.iter_bytes, opened.close, body, limits, close_any_thread=True)
 
     return reactivex.defer(enter)
 

@@ -667,3 +667,15 @@ def test_concurrent_async_streams_over_loopback_are_all_correct() -> None:
     assert asked == list(range(CONCURRENT))
     assert turns == [want] * CONCURRENT
     assert want.tool_calls
+
+
+def test_one_manager_read_by_two_subscriptions_at_once() -> None:
+    with ReplayServer([PARALLEL], delay=0.005) as server:
+        manager = gpt(server).chat.completions.with_streaming_response.create(**ASK, stream=True)
+        source = rt.from_openai_response(manager).pipe(rt.assemble())
+        # Each reads on a thread of its own; ending one must not close the other's response.
+        both = reactivex.merge(source, source).pipe(ops.to_list()).run()
+        assert len(server.requests) == 2
+    assert len(both) == 2
+    assert both[0] == both[1]
+    assert len(both[0].tool_calls) == 2
