@@ -741,9 +741,10 @@ def _not_a_response(function: str, value: object) -> TypeError:
         or hasattr(value, "__enter__")
         or hasattr(value, "__aenter__")
     ):
-        stream_source = (
-            "from_async_openai_stream" if isinstance(value, AsyncIterable) else "from_openai_stream"
+        is_async = isinstance(value, AsyncIterable) or not (
+            isinstance(value, Iterable) or hasattr(value, "__enter__")
         )
+        stream_source = "from_async_openai_stream" if is_async else "from_openai_stream"
         hint = f" (an SDK stream: use {stream_source})"
     elif callable(getattr(value, "iter_bytes", None)):
         hint = " (an httpx response: use from_sse)"

@@ -512,6 +512,8 @@ def test_what_is_not_a_streamed_response_is_a_type_error_at_once() -> None:
     with pytest.raises(TypeError, match=r"use from_openai_stream\)$"):
         rt.from_async_openai_response(stream)
     stream.close()
+    with pytest.raises(TypeError, match=r"use from_openai_stream\)$"):
+        rt.from_openai_response(client.chat.completions.stream(**ASK))
     raw = httpx2.Response(200, content=chat_sse(PARALLEL))
     with pytest.raises(TypeError, match=r"use from_sse"):
         rt.from_openai_response(raw)
@@ -533,10 +535,15 @@ def test_what_is_not_a_streamed_response_is_a_type_error_at_once() -> None:
         with pytest.raises(TypeError, match=r"use from_async_openai_stream\)$"):
             rt.from_async_openai_response(astream)
         await astream.close()
+        helper = aclient.chat.completions.stream(**ASK)
+        with pytest.raises(TypeError, match=r"use from_async_openai_stream\)$"):
+            rt.from_async_openai_response(helper)
+        async with helper:  # its request was made already: send it
+            pass
         await aclient.close()
 
     asyncio.run(main())
-    assert len(answers.requests) == 4  # the two streams, and each manager entered
+    assert len(answers.requests) == 5  # the two streams, and the three managers entered
 
 
 def test_a_whole_json_response_is_a_type_error() -> None:
