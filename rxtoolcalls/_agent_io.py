@@ -27,11 +27,14 @@ from ._lift import interrupted
 from ._types import ToolCall
 from .sources import (
     _close,
+    _openai_response_kind,
     _typed_sdk_error,
     from_anthropic_stream,
     from_async_anthropic_stream,
     from_async_iterable,
+    from_async_openai_response,
     from_async_openai_stream,
+    from_openai_response,
     from_openai_stream,
 )
 
@@ -167,8 +170,8 @@ class _UnusableStreamError(TypeError):
 def _unusable(value: object, why: str = "") -> _UnusableStreamError:
     return _UnusableStreamError(
         f"open_stream returned a {type(value).__name__}{why}; return an Observable of events, "
-        f"an SDK Stream or AsyncStream (or the coroutine that creates it), or an iterable "
-        f"of events"
+        f"an SDK Stream or AsyncStream (or the coroutine that creates it), an openai "
+        f"with_streaming_response manager, or an iterable of events"
     )
 
 
@@ -196,6 +199,18 @@ def open_chunks(value: object, loop: asyncio.AbstractEventLoop | None) -> Observ
                 return from_async_anthropic_stream(value, loop=loop)
         elif isinstance(value, Iterable) or hasattr(value, "__enter__"):
             return from_anthropic_stream(value)
+    response_kind = _openai_response_kind(value)
+    if response_kind is not None:
+        # openai's with_streaming_response: its raw bytes, read without per-chunk models.
+        if not response_kind.startswith("Async"):
+            return from_openai_response(value)
+        if loop is not None:
+            return from_async_openai_response(value, loop=loop)
+        raise _unusable(
+            value,
+            " but the agent loop does not run on an asyncio loop (await it in a coroutine, "
+            "not run(), with no scheduler of another kind)",
+        )
     if inspect.isawaitable(value) or isinstance(value, AsyncIterable):
         if loop is None:
             discard(value)  # never awaited, and no warning about it

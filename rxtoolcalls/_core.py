@@ -79,6 +79,8 @@ def _unpack(call: Call) -> None:
     call.text = io.StringIO()
     call.text.write(old.getvalue())
     call.sink = call.text.write
+
+
 _ABSENT = object()
 # Characters a call may take on the fast path between two exact limit checks. A grant is
 # reserved from the turn's budget, so the fast path updates one counter per piece.

@@ -407,8 +407,7 @@ class ReplayServer:
                     with server._lock:
                         server.disconnects += 1
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _Listener(("127.0.0.1", port), Handler)
 
     @property
     def base_url(self) -> str:
@@ -450,6 +449,15 @@ class ReplayServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _Listener(ThreadingHTTPServer):
+    """The HTTP server, with a backlog for many clients connecting at once."""
+
+    # socketserver listens with a backlog of 5: a burst of concurrent connects (an async
+    # client opening 200 streams) overflows it, and the kernel resets the connections past it.
+    request_queue_size = 1024
+    daemon_threads = True
 
 
 def _frame(chunk: dict[str, Any], named: bool) -> bytes:

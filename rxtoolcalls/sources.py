@@ -12,7 +12,7 @@ import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import reactivex
 from reactivex import Observable, abc
@@ -38,9 +38,11 @@ __all__ = [
     "from_async_anthropic_stream",
     "from_async_gemini_stream",
     "from_async_iterable",
+    "from_async_openai_response",
     "from_async_openai_stream",
     "from_gemini_stream",
     "from_jsonl",
+    "from_openai_response",
     "from_openai_stream",
     "from_sse",
     "read_jsonl",
@@ -457,7 +459,7 @@ def _sse_source(
             if ended is not None:
                 if ended is DONE:
                     return
-                raise ended  # type: ignore[misc]
+                raise cast(Exception, ended)
         _sse_end(decoder)
 
     return _blocking_source(read, close, response, close_any_thread=close_any_thread)
@@ -470,22 +472,30 @@ def _from_async_sse(
     limits: Limits | None = None,
 ) -> Observable[dict[str, Any]]:
     async def chunks() -> AsyncIterator[list[dict[str, Any]]]:
-        decoder = SSEDecoder(limits=limits)
         try:
-            async for piece in pieces():
-                batch = decoder.chunks(piece)
-                if batch:
-                    yield batch
-                ended = decoder.ended
-                if ended is not None:
-                    if ended is DONE:
-                        return
-                    raise ended  # type: ignore[misc]
-            _sse_end(decoder)
+            async for batch in _async_sse_chunks(pieces(), limits):
+                yield batch
         finally:
             await _close(owner)
 
     return _from_async(chunks, loop, batched=True)
+
+
+async def _async_sse_chunks(
+    pieces: AsyncIterable[bytes | str], limits: Limits | None
+) -> AsyncIterator[list[dict[str, Any]]]:
+    """The chunks of an async event stream, a list a piece, up to ``[DONE]`` or its end."""
+    decoder = SSEDecoder(limits=limits)
+    async for piece in pieces:
+        batch = decoder.chunks(piece)
+        if batch:
+            yield batch
+        ended = decoder.ended
+        if ended is not None:
+            if ended is DONE:
+                return
+            raise cast(Exception, ended)
+    _sse_end(decoder)
 
 
 def _typed_sdk_error(error: Exception) -> Exception:
@@ -601,6 +611,160 @@ def from_async_openai_stream(
     Use ``await from_async_openai_stream(s).pipe(assemble())`` inside the loop.
     """
     return _async_sdk(stream, _every, loop)
+
+
+# The classes openai's ``with_streaming_response`` gives, and whether each is async.
+_OPENAI_RESPONSES = {"APIResponse": False, "AsyncAPIResponse": True}
+_OPENAI_MANAGERS = {"ResponseContextManager": False, "AsyncResponseContextManager": True}
+
+
+def _openai_response_kind(value: object) -> str | None:
+    """The name of the openai ``with_streaming_response`` class ``value`` is, or ``None``."""
+    for base in type(value).__mro__:
+        if base.__module__.startswith("openai") and (
+            base.__name__ in _OPENAI_RESPONSES or base.__name__ in _OPENAI_MANAGERS
+        ):
+            return base.__name__
+    return None
+
+
+def from_openai_response(response: Any, *, limits: Limits | None = None) -> Observable[Any]:
+    """The events of an openai SDK streamed response, read as raw bytes: Chat or Responses.
+
+    ``response`` is what ``with client.chat.completions.with_streaming_response.create(...,
+    stream=True) as r`` gives (an ``APIResponse``; ``client.responses`` works the same), or
+    that manager itself, not entered: then each subscription enters it, sending the request
+    (with the client's auth, base_url, retries and timeouts), and leaves it at the end, so a
+    retry sends a new request. The body is read as ``from_sse`` reads an httpx response: plain
+    dicts, no per-chunk SDK models, ``[DONE]`` and the provider's in-band errors as there.
+    Completing, failing or disposing closes the response; disposing shuts its socket down at
+    once, even while a read waits on a silent server (HTTP/1.x). An error status when the
+    manager sends (``APIStatusError``) arrives as ``ProviderError`` with the status and
+    ``retryable``. A response can be read once. A whole (not streamed) JSON response, an
+    ``AsyncAPIResponse`` or anything else is a ``TypeError`` at once (an SDK ``Stream`` names
+    ``from_openai_stream``).
+    """
+    kind = _openai_response_kind(response)
+    if kind == "APIResponse":
+        body = _streamed_body(response, "from_openai_response")
+        return _sse_source(
+            lambda: _unread(body).iter_bytes(), response.close, body, limits, close_any_thread=True
+        )
+    if kind != "ResponseContextManager":
+        raise _not_a_response("from_openai_response", response)
+    manager = response
+
+    def enter(_: abc.SchedulerBase | None) -> Observable[Any]:
+        try:
+            opened = manager.__enter__()
+        except Exception as error:  # noqa: BLE001 - delivered as on_error, typed
+            return reactivex.throw(_typed_sdk_error(error))
+        # Leaving the manager closes the response it made last, which is another
+        # subscription's when two read at once: close this one's, all __exit__ does.
+        try:
+            body = _streamed_body(opened, "from_openai_response")
+        except TypeError as error:
+            opened.close()
+            return reactivex.throw(error)
+        return _sse_source(body.iter_bytes, opened.close, body, limits, close_any_thread=True)
+
+    return reactivex.defer(enter)
+
+
+def from_async_openai_response(
+    response: Any,
+    *,
+    loop: asyncio.AbstractEventLoop | None = None,
+    limits: Limits | None = None,
+) -> Observable[Any]:
+    """The events of an openai SDK async streamed response, read as raw bytes on an asyncio loop.
+
+    ``response`` is what ``async with client.chat.completions.with_streaming_response.create(
+    ..., stream=True) as r`` gives (an ``AsyncAPIResponse``; ``client.responses`` too), or that
+    manager itself, not entered: the subscription enters it, sending the request, and leaves
+    it at the end. The SDK's async manager holds one request, so it can be subscribed once (a
+    second subscription fails with ``RuntimeError``); make a new one per attempt. Disposing
+    cancels the pending read and closes the response. Errors are typed as in
+    ``from_openai_response``; what is not such a response is a ``TypeError`` at once. Use
+    ``await from_async_openai_response(r).pipe(assemble())`` inside the loop.
+    """
+    kind = _openai_response_kind(response)
+    if kind == "AsyncAPIResponse":
+        body = _streamed_body(response, "from_async_openai_response")
+        return _from_async_sse(lambda: _unread(body).aiter_bytes(), response, loop, limits)
+    if kind != "AsyncResponseContextManager":
+        raise _not_a_response("from_async_openai_response", response)
+    manager = response
+    entered = threading.Lock()
+
+    async def events() -> AsyncIterator[list[dict[str, Any]]]:
+        if not entered.acquire(blocking=False):
+            raise RuntimeError(
+                "an AsyncResponseContextManager holds one request and was entered already: "
+                "call with_streaming_response.create(...) again for a new one"
+            )
+        async with _typed_errors():
+            opened = await manager.__aenter__()
+        try:
+            body = _streamed_body(opened, "from_async_openai_response")
+            async for batch in _async_sse_chunks(body.aiter_bytes(), limits):
+                yield batch
+        finally:
+            await manager.__aexit__(None, None, None)
+
+    return _from_async(events, loop, batched=True)
+
+
+def _streamed_body(response: Any, function: str) -> Any:
+    """The httpx response under an SDK response; ``TypeError`` if it is a whole JSON answer."""
+    body = response.http_response
+    kind = str(body.headers.get("content-type", "")).partition(";")[0].strip().lower()
+    if kind == "application/json" or kind.endswith("+json"):
+        raise TypeError(
+            f"{function} got a whole {kind} response, not an event stream: pass stream=True "
+            f"to create(...)"
+        )
+    return body
+
+
+def _unread(body: Any) -> Any:
+    """``body`` if its bytes can still be read; ``RuntimeError`` if an earlier read took them."""
+    if body.is_stream_consumed:
+        try:
+            body.content  # noqa: B018 - kept by read(): iter_bytes() gives it again
+        except Exception as error:  # httpx's ResponseNotRead: streamed away unkept
+            raise RuntimeError(
+                "this response was read already, and its bytes can be read once: pass the "
+                "with_streaming_response.create(...) manager itself (not entered) to send a "
+                "request per subscription"
+            ) from error
+    return body
+
+
+def _not_a_response(function: str, value: object) -> TypeError:
+    sync = not function.startswith("from_async")
+    kind = _openai_response_kind(value)
+    hint = ""
+    if kind is not None:  # the other flavour
+        hint = f": use {'from_async_openai_response' if sync else 'from_openai_response'}"
+    elif type(value).__module__.startswith("openai") and (
+        isinstance(value, Iterable | AsyncIterable)
+        or hasattr(value, "__enter__")
+        or hasattr(value, "__aenter__")
+    ):
+        is_async = isinstance(value, AsyncIterable) or not (
+            isinstance(value, Iterable) or hasattr(value, "__enter__")
+        )
+        stream_source = "from_async_openai_stream" if is_async else "from_openai_stream"
+        hint = f" (an SDK stream: use {stream_source})"
+    elif callable(getattr(value, "iter_bytes", None)):
+        hint = " (an httpx response: use from_sse)"
+    made = "with" if sync else "async with"
+    return TypeError(
+        f"{function} needs what `{made} client.chat.completions.with_streaming_response"
+        f".create(..., stream=True) as r` gives (or that manager, not entered), not "
+        f"{type(value).__name__}{hint}"
+    )
 
 
 def _every(_: object) -> bool:

@@ -1342,10 +1342,17 @@ def sse_dicts(pieces: Iterable[bytes]) -> Iterator[dict[str, Any]]:
                 yield json.loads(line[6:])
 
 
-def _from_sse_assemble(wire: str | None) -> Callable[[list[bytes]], Calls]:
+def _hand_from_bytes(hand: Callable[[Iterable[dict[str, Any]]], Calls]) -> Callable[[Any], Calls]:
+    def run(pieces: list[bytes]) -> Calls:
+        return hand(sse_dicts(pieces))
+
+    return run
+
+
+def _from_sse_assemble() -> Callable[[list[bytes]], Calls]:
     def run(pieces: list[bytes]) -> Calls:
         out: list[rt.AssistantTurn] = []
-        rt.from_sse(pieces).pipe(rt.assemble(wire=wire)).subscribe(out.append)  # type: ignore[arg-type]
+        rt.from_sse(pieces).pipe(rt.assemble()).subscribe(out.append)
         return _calls(out[0])
 
     return run
@@ -1381,9 +1388,9 @@ def wire_bytes_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
                 raw = sse_wire_body(events, named)
                 pieces = [raw[i : i + PIECE] for i in range(0, len(raw), PIECE)]
                 runs: dict[str, Callable[[Any], Calls]] = {
-                    "hand": lambda p, hand=hand: hand(sse_dicts(p)),
-                    "std": _from_sse_assemble(None),
-                    "fast": _from_sse_assemble(None),
+                    "hand": _hand_from_bytes(hand),
+                    "std": _from_sse_assemble(),
+                    "fast": _from_sse_assemble(),
                 }
                 if wire == "gemini":  # synthesized ids are random
                     runs = {k: _without_ids(v) for k, v in runs.items()}
@@ -1758,6 +1765,168 @@ def adversarial_sections(repeats: int) -> list[tuple[str, bool, str]]:
     return classification_scaling(repeats) + sse_scaling(repeats) + join_scaling(repeats)
 
 
+# -- through the openai SDK: create(stream=True) against with_streaming_response ------------
+
+SDK_SIZES = (2_500, 10_000)
+SDK_STREAMS = 200  # concurrent AsyncOpenAI streams against ReplayServer
+SDK_STREAM_SIZE = 500  # fragments per concurrent stream
+ASK: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def _sdk_client(pieces: list[bytes]) -> Any:
+    """An ``OpenAI`` client whose every request gets ``pieces``, over ``httpx2.MockTransport``."""
+    import httpx2
+    import openai
+
+    class Body(httpx2.SyncByteStream):
+        def __iter__(self) -> Iterator[bytes]:
+            return iter(pieces)
+
+    def answer(request: Any) -> Any:
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=Body())
+
+    http = httpx2.Client(transport=httpx2.MockTransport(answer))
+    return openai.OpenAI(api_key="x", base_url="http://bench.invalid/v1", http_client=http)
+
+
+def sdk_stream_state(client: Any) -> Calls:
+    """The SDK's own path: typed chunks from ``create(stream=True)`` into its accumulator."""
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+
+    state = ChatCompletionStreamState()
+    with client.chat.completions.create(**ASK, stream=True) as stream:
+        for chunk in stream:
+            state.handle_chunk(chunk)
+    message = state.get_final_completion().choices[0].message
+    return [
+        (c.id, c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or ()
+    ]
+
+
+def sdk_from_stream(client: Any) -> Calls:
+    out: list[rt.AssistantTurn] = []
+    stream = client.chat.completions.create(**ASK, stream=True)
+    rt.from_openai_stream(stream).pipe(rt.assemble()).subscribe(out.append)
+    return _calls(out[0])
+
+
+def sdk_from_response(client: Any) -> Calls:
+    out: list[rt.AssistantTurn] = []
+    manager = client.chat.completions.with_streaming_response.create(**ASK, stream=True)
+    rt.from_openai_response(manager).pipe(rt.assemble()).subscribe(out.append)
+    return _calls(out[0])
+
+
+def sdk_concurrent(streams: int, raw: bool) -> tuple[float, int]:
+    """(aggregate fragments/s, fragments): ``streams`` AsyncOpenAI streams at once over loopback.
+
+    ``raw``: ``with_streaming_response`` + ``from_async_openai_response``; otherwise
+    ``create(stream=True)`` + ``from_async_openai_stream``. Every turn is checked.
+    """
+    import openai
+
+    from rxtoolcalls.serve import ReplayServer
+
+    chunks = build_stream(SDK_STREAM_SIZE, "8 interleaved")
+    expected = hand_loop_dicts(chunks)
+
+    async def main(server: ReplayServer) -> list[Calls]:
+        client = openai.AsyncOpenAI(api_key="x", base_url=server.base_url, max_retries=0)
+
+        async def one() -> Calls:
+            source: reactivex.Observable[Any]
+            if raw:
+                source = rt.from_async_openai_response(
+                    client.chat.completions.with_streaming_response.create(**ASK, stream=True)
+                )
+            else:
+                stream = await client.chat.completions.create(**ASK, stream=True)
+                source = rt.from_async_openai_stream(stream)
+            turn: rt.AssistantTurn = await source.pipe(rt.assemble())
+            return _calls(turn)
+
+        try:
+            return await asyncio.gather(*(one() for _ in range(streams)))
+        finally:
+            await client.close()
+
+    with ReplayServer([chunks]) as server:
+        gc.collect()
+        start = time.perf_counter()
+        results = asyncio.run(main(server))
+        seconds = time.perf_counter() - start
+        if len(server.requests) != streams:
+            raise SystemExit(f"sdk: {len(server.requests)} requests for {streams} streams")
+    if any(r != expected for r in results):
+        raise SystemExit("sdk: a concurrent stream assembled a different result")
+    n = fragment_count(chunks) * streams
+    return n / seconds, n
+
+
+def sdk_section(sizes: tuple[int, ...], repeats: int, streams: int) -> list[Target]:
+    """End to end through the openai client over the same MockTransport bytes (printed), and
+    ``streams`` concurrent AsyncOpenAI streams over loopback HTTP; the target."""
+    target = "through the SDK: from_openai_response >= 10x create(stream=True) + "
+    target += "ChatCompletionStreamState"
+    try:
+        import httpx2  # noqa: F401
+        import openai  # noqa: F401
+    except ImportError:
+        print("\n### Through the openai SDK: openai not installed")
+        return [(target, None, "openai not installed")]
+    print(
+        f"\n### Through the openai SDK: the same SSE bytes over httpx2.MockTransport in "
+        f"{PIECE // 1024} KiB pieces, request included, fragments/s (ratio to the first)\n"
+    )
+    print(
+        "| layout | fragments | create(stream=True) + ChatCompletionStreamState | "
+        "create(stream=True) + from_openai_stream + assemble() | "
+        "with_streaming_response + from_openai_response + assemble() |"
+    )
+    print("|---|---:|---:|---:|---:|")
+    runs: dict[str, Callable[[Any], Calls]] = {
+        "state": sdk_stream_state,
+        "stream": sdk_from_stream,
+        "response": sdk_from_response,
+    }
+    worst = float("inf")
+    for layout in LAYOUTS:
+        for size in sizes:
+            chunks = build_stream(size, layout)
+            body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+            raw = body.encode()
+            client = _sdk_client([raw[i : i + PIECE] for i in range(0, len(raw), PIECE)])
+            n = fragment_count(chunks)
+            expected = hand_loop_dicts(chunks)
+            best = dict.fromkeys(runs, float("inf"))
+            gc.collect()
+            for _ in range(repeats):
+                for name, run in runs.items():
+                    seconds, result = _time(run, client)
+                    if result != expected:
+                        raise SystemExit(f"sdk: {name} differs on {layout} {size}")
+                    best[name] = min(best[name], seconds)
+            rates = {k: n / v for k, v in best.items()}
+            ratio = rates["response"] / rates["state"]
+            worst = min(worst, ratio)
+            cells = " | ".join(
+                f"{rates[k]:,.0f} ({rates[k] / rates['state']:.1f}x)"
+                for k in ("stream", "response")
+            )
+            print(f"| {layout} | {n:,} | {rates['state']:,.0f} | {cells} |")
+            print(f"  measured sdk {layout:>13} {size:>9,}", file=sys.stderr, flush=True)
+    raw_rate, total = sdk_concurrent(streams, raw=True)
+    typed_rate, _ = sdk_concurrent(streams, raw=False)
+    print(
+        f"\n{streams} concurrent `AsyncOpenAI` streams against `ReplayServer` over loopback "
+        f"HTTP (the server in the same process, on the same 2 cores), "
+        f"{total // streams:,} fragments each, all {streams} turns correct: "
+        f"with_streaming_response + from_async_openai_response {raw_rate:,.0f} fragments/s; "
+        f"create(stream=True) + from_async_openai_stream {typed_rate:,.0f} fragments/s"
+    )
+    return [(target, worst >= 10.0, f"worst {worst:.1f}x")]
+
+
 def verdict(results: list[Target]) -> int:
     """Print each target ([x] met, [ ] missed, [-] not measured); 1 when one was missed."""
     print("\n### Targets\n")
@@ -1790,9 +1959,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--gemini", action="store_true", help="only the Gemini section")
     parser.add_argument("--bytes", action="store_true", help="only the from-bytes section")
+    parser.add_argument(
+        "--sdk",
+        action="store_true",
+        help="only the through-the-openai-SDK section (and its concurrent streams over loopback)",
+    )
     args = parser.parse_args(argv)
     baseline = None if args.baseline.lower() == "none" else args.baseline
     sizes: tuple[int, ...]
+    if args.sdk:
+        streams = 50 if args.quick else SDK_STREAMS
+        return verdict(sdk_section(SDK_SIZES, 1 if args.quick else args.repeats, streams))
     if args.bytes:
         sizes = (2_500, 10_000) if args.quick else (10_000, 100_000)
         repeats = 1 if args.quick else args.repeats
