@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Generic, TypeAlias, TypeVar, cast
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from reactivex import Observable, abc
 from reactivex.disposable import SingleAssignmentDisposable
@@ -35,9 +35,11 @@ class Stage(Generic[A]):
     ``direct=True`` subscribes ``on_next`` to the source as it is, saving a call per value:
     it must never raise, must report its errors with the ``fail`` it was made with, and must
     ignore every value after reporting one (a ``TurnReader`` made with ``on_error=fail``).
+    ``emits=True`` (with ``direct``) sends downstream what ``on_next`` returns (a sequence,
+    usually empty), then what it left in ``pending`` (emptied): one call per value, not two.
     """
 
-    __slots__ = ("direct", "on_completed", "on_error", "on_next")
+    __slots__ = ("direct", "emits", "on_completed", "on_error", "on_next", "pending")
 
     def __init__(
         self,
@@ -46,11 +48,15 @@ class Stage(Generic[A]):
         on_error: Callable[[Exception], None] | None = None,
         *,
         direct: bool = False,
+        emits: bool = False,
+        pending: list[Any] | None = None,
     ) -> None:
         self.on_next = on_next
         self.on_completed = on_completed
         self.on_error = on_error
         self.direct = direct
+        self.emits = emits
+        self.pending = pending
 
 
 Fail: TypeAlias = Callable[[Exception], None]
@@ -202,9 +208,34 @@ def lift(
                     raised()
                     raise own
 
+            def send(values: Sequence[Any]) -> None:
+                try:
+                    for value in values:
+                        guarded.on_next(value)
+                except SubscriberRaised as carried:
+                    own = carried.error
+                else:
+                    return
+                raised()
+                raise own
+
+            pending = stage.pending
+            emitting = cast("Callable[[A], Sequence[Any]]", step)
+
+            def on_next_emitting(value: A) -> None:
+                values = emitting(value)
+                if values:
+                    send(values)
+                if pending:
+                    ready = pending[:]
+                    pending.clear()
+                    send(ready)
+
             upstream.disposable = source.subscribe(
                 # reactivex ignores what on_next returns (the reader returns its events).
-                cast("Callable[[A], None]", step) if stage.direct else on_next,
+                (on_next_emitting if stage.emits else cast("Callable[[A], None]", step))
+                if stage.direct
+                else on_next,
                 on_source_error,
                 on_completed,
                 scheduler=scheduler,

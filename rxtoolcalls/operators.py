@@ -476,15 +476,9 @@ def progress(
     chosen = resolve_policy(policy, None)
     forced = resolve_wire(wire)
 
-    def make(observer: abc.ObserverBase[ToolCallStarted], _: Fail) -> Stage[Chunk]:
-        feed = TurnReader(chosen, wire=forced, keep_arguments=False).feed
-        emit = observer.on_next
-
-        def on_next(chunk: Chunk) -> None:
-            for event in feed(chunk):
-                emit(event)
-
-        return Stage(on_next, observer.on_completed)
+    def make(observer: abc.ObserverBase[ToolCallStarted], fail: Fail) -> Stage[Chunk]:
+        reader = TurnReader(chosen, wire=forced, keep_arguments=False, on_error=fail)
+        return Stage(reader.feed, observer.on_completed, direct=True, emits=True)
 
     return lift(make)
 
@@ -518,20 +512,16 @@ def assemble_with_progress(
     chosen = resolve_policy(policy, require_finish_reason)
     forced = resolve_wire(wire)
 
-    def make(observer: abc.ObserverBase[ToolCallStarted | AssistantTurn], _: Fail) -> Stage[Chunk]:
-        reader = TurnReader(chosen, wire=forced)
-        feed = reader.feed
-        emit = observer.on_next
-
-        def on_next(chunk: Chunk) -> None:
-            for event in feed(chunk):
-                emit(event)
+    def make(
+        observer: abc.ObserverBase[ToolCallStarted | AssistantTurn], fail: Fail
+    ) -> Stage[Chunk]:
+        reader = TurnReader(chosen, wire=forced, on_error=fail)
 
         def on_completed() -> None:
-            emit(single_turn(reader.close_choices()))
+            observer.on_next(single_turn(reader.close_choices()))
             observer.on_completed()
 
-        return Stage(on_next, on_completed)
+        return Stage(reader.feed, on_completed, direct=True, emits=True)
 
     return lift(make)
 
@@ -559,16 +549,19 @@ def lifecycle(
     chosen = resolve_policy(policy, None)
     forced = resolve_wire(wire)
 
-    def make(observer: abc.ObserverBase[CallEvent], _: Fail) -> Stage[Chunk]:
+    def make(observer: abc.ObserverBase[CallEvent], fail: Fail) -> Stage[Chunk]:
         def on_open(call: Call) -> None:
             write = call.text.write
             count = 0
+            left = every  # a countdown: one test a piece, no division
 
             def sink(piece: str) -> None:
-                nonlocal count
+                nonlocal count, left
                 write(piece)
-                count += 1
-                if count % every == 0:
+                left -= 1
+                if not left:
+                    left = every
+                    count += every
                     pending.append(
                         ToolCallProgress(
                             call.index,
@@ -583,26 +576,16 @@ def lifecycle(
 
             call.sink = sink
 
-        reader = TurnReader(chosen, wire=forced, on_open=on_open)
-        emit = observer.on_next
+        reader = TurnReader(chosen, wire=forced, on_open=on_open, on_error=fail)
         # Progress found while reading a chunk follows the chunk's start events.
         pending: list[ToolCallProgress] = []
-
-        def on_next(chunk: Chunk) -> None:
-            for event in reader.feed(chunk):
-                emit(event)
-            if pending:
-                ready = pending[:]
-                pending.clear()
-                for progress_event in ready:
-                    emit(progress_event)
 
         def on_completed() -> None:
             for turn in reader.close_choices():
                 for call in turn.tool_calls:
-                    emit(ToolCallCommitted(call, turn.choice_index))
+                    observer.on_next(ToolCallCommitted(call, turn.choice_index))
             observer.on_completed()
 
-        return Stage(on_next, on_completed)
+        return Stage(reader.feed, on_completed, direct=True, emits=True, pending=pending)
 
     return lift(make)

@@ -159,6 +159,7 @@ def _from_async(
                         # Held across the next await otherwise: a piece's parsed chunks are
                         # several times its bytes, and thousands of streams wait at once.
                         batch.clear()
+                        del item
                 else:
                     async for item in iterator:
                         on_next(item)

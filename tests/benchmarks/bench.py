@@ -1438,6 +1438,40 @@ async def _paced_bytes(pieces: list[bytes]) -> AsyncIterator[bytes]:
 CONCURRENT_FRAGMENTS = 400  # per stream: about 90 KB of SSE, six 16 KiB pieces
 
 
+def _open_stream_memory(pieces: list[bytes], streams: int) -> float:
+    """Bytes per open stream: traced memory while every stream waits for its last piece."""
+    held: list[int] = []
+
+    async def main() -> None:
+        waiting = 0
+        last = asyncio.Event()
+
+        async def source() -> AsyncIterator[bytes]:
+            nonlocal waiting
+            for piece in pieces[:-1]:
+                await asyncio.sleep(0)
+                yield piece
+            waiting += 1
+            if waiting == streams:
+                gc.collect()
+                held.append(tracemalloc.get_traced_memory()[0])
+                last.set()
+            await last.wait()
+            yield pieces[-1]
+
+        async def one() -> None:
+            await rt.from_sse(source()).pipe(rt.assemble())
+
+        await asyncio.gather(*(one() for _ in range(streams)))
+
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    asyncio.run(main())
+    tracemalloc.stop()
+    return (held[0] - before) / streams
+
+
 def concurrency_bytes(streams: int, repeats: int) -> list[Target]:
     """``streams`` async byte sources on one asyncio loop, each through ``from_sse`` +
     ``assemble()``, against the single-stream sync rate from bytes (printed)."""
@@ -1473,15 +1507,20 @@ def concurrency_bytes(streams: int, repeats: int) -> list[Target]:
             raise SystemExit("a concurrent stream from bytes assembled a different result")
         del results
     rate = n * streams / best
-    gc.collect()
-    tracemalloc.start()
-    asyncio.run(main())
-    peak = tracemalloc.get_traced_memory()[1] / streams
-    tracemalloc.stop()
+    memory = []
+    for layout in ("1 call", "8 interleaved"):
+        layout_chunks = build_stream(CONCURRENT_FRAGMENTS, layout)
+        body = "".join(f"data: {json.dumps(c)}\n\n" for c in layout_chunks) + "data: [DONE]\n\n"
+        layout_raw = body.encode()
+        held = _open_stream_memory(
+            [layout_raw[i : i + PIECE] for i in range(0, len(layout_raw), PIECE)], streams
+        )
+        memory.append((layout, held))
     print(f"\n### {streams:,} concurrent async byte sources on one asyncio loop\n")
     print(
         f"each stream {n:,} fragments in {len(pieces)} pieces of {PIECE // 1024} KiB "
-        f"({len(raw):,} bytes, {arguments:,} argument bytes); all {streams:,} turns correct.\n"
+        f"({len(raw):,} bytes, {arguments:,} argument bytes); all {streams:,} turns correct; "
+        f"JSON by {'msgspec' if rt._sse.FAST_JSON else 'the standard library'}.\n"
     )
     print("| path | fragments/s | ratio to one stream, sync |")
     print("|---|---:|---:|")
@@ -1490,10 +1529,11 @@ def concurrency_bytes(streams: int, repeats: int) -> list[Target]:
         f"| one stream, sync, {n:,} fragments | {sync_small:,.0f} | {sync_small / sync_large:.2f} |"
     )
     print(f"| {streams:,} streams, async, aggregate | {rate:,.0f} | {rate / sync_large:.2f} |")
+    bound = 16384 + arguments
     print(
-        f"\npeak memory per open stream: {peak / 1024:.1f} KiB "
-        f"(the bound: 16 KiB + its {arguments:,} argument bytes = "
-        f"{(16384 + arguments) / 1024:.1f} KiB)"
+        f"\nmemory per open stream, all {streams:,} waiting for their last piece (the bound: "
+        f"16 KiB + {arguments:,} argument bytes = {bound / 1024:.1f} KiB): "
+        + ", ".join(f"{layout} {held / 1024:.1f} KiB" for layout, held in memory)
     )
     return [
         (
@@ -1502,11 +1542,72 @@ def concurrency_bytes(streams: int, repeats: int) -> list[Target]:
             rate >= sync_large / 2,
             f"{rate / sync_large:.2f}",
         ),
-        (
-            "memory per open stream <= 16 KiB + its argument bytes",
-            peak <= 16384 + arguments,
-            f"{peak / 1024:.1f} KiB against {(16384 + arguments) / 1024:.1f} KiB",
+        *(
+            (
+                f"memory per open stream <= 16 KiB + its argument bytes, {layout}",
+                held <= bound,
+                f"{held / 1024:.1f} KiB against {bound / 1024:.1f} KiB",
+            )
+            for layout, held in memory
         ),
+    ]
+
+
+def _ui_run(operator: Callable[[], Any]) -> Callable[[Any], int]:
+    """Subscribe ``operator()`` to chunks (a list) or to ``from_sse`` over bytes pieces."""
+
+    def run(source: Any) -> int:
+        out: list[Any] = []
+        chunks = (
+            rt.from_sse(source) if type(source[0]) is bytes else reactivex.from_iterable(source)
+        )
+        chunks.pipe(operator()).subscribe(out.append)
+        return len(out)
+
+    return run
+
+
+def ui_signals_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
+    """``assemble_with_progress()`` and ``lifecycle()`` (the UI signals and the calls from one
+    pass) against ``assemble()`` alone, over raw SSE bytes and over dicts (printed)."""
+    runs = {
+        "assemble()": _ui_run(rt.assemble),
+        "assemble_with_progress()": _ui_run(rt.assemble_with_progress),
+        "lifecycle()": _ui_run(rt.lifecycle),
+    }
+    print("\n### UI signals from one pass: time against assemble() alone\n")
+    print("| input | layout | fragments | assemble_with_progress() | lifecycle() |")
+    print("|---|---|---:|---:|---:|")
+    worst: dict[tuple[str, str], float] = {}
+    for source in ("bytes", "dicts"):
+        for layout in LAYOUTS:
+            for size in sizes:
+                chunks = build_stream(size, layout)
+                data: Any = chunks
+                if source == "bytes":
+                    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode()
+                    data = [body[i : i + PIECE] for i in range(0, len(body), PIECE)]
+                best = {name: float("inf") for name in runs}
+                for _ in range(max(repeats, repeats * 100_000 // (size * 4))):
+                    for name, fn in runs.items():
+                        best[name] = min(best[name], _time(fn, data)[0])
+                base = best["assemble()"]
+                cells = []
+                for name in ("assemble_with_progress()", "lifecycle()"):
+                    ratio = best[name] / base
+                    worst[(source, name)] = max(worst.get((source, name), 0.0), ratio)
+                    cells.append(f"{ratio:.2f}x")
+                print(f"| {source} | {layout} | {size:,} | " + " | ".join(cells) + " |")
+                print(f"  measured ui {source} {layout} {size:,}", file=sys.stderr, flush=True)
+    # The target is end to end, from bytes; over dicts the table shows the cost bare.
+    return [
+        (
+            f"UI signals from bytes: {name} within 1.10x of assemble() alone",
+            ratio <= 1.10,
+            f"worst {ratio:.2f}x (over dicts {worst[('dicts', name)]:.2f}x)",
+        )
+        for (source, name), ratio in worst.items()
+        if source == "bytes"
     ]
 
 
@@ -1927,6 +2028,117 @@ def sdk_section(sizes: tuple[int, ...], repeats: int, streams: int) -> list[Targ
     return [(target, worst >= 10.0, f"worst {worst:.1f}x")]
 
 
+E2E_SIZES = (1_000, 2_500, 10_000, 100_000)
+
+
+def _openai_sdk() -> bool:
+    try:
+        import httpx2  # noqa: F401
+        import openai  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def e2e_curves(repeats: int) -> dict[str, list[tuple[int, float]]]:
+    """Fragments/s against stream size (8 interleaved calls) for every end-to-end path: from
+    bytes, through the openai SDK over MockTransport, and the peers' accumulators (given
+    pre-built objects, their best case: no parsing counted). Each result is checked."""
+    from rxtoolcalls import _sse
+
+    fast = _sse._fast_decode
+    curves: dict[str, list[tuple[int, float]]] = {}
+
+    def add(name: str, size: int, rate: float) -> None:
+        curves.setdefault(name, []).append((size, rate))
+
+    for size in E2E_SIZES:
+        chunks = build_stream(size, "8 interleaved")
+        n = fragment_count(chunks)
+        expected = hand_loop_dicts(chunks)
+        raw = ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()
+        pieces = [raw[i : i + PIECE] for i in range(0, len(raw), PIECE)]
+        runs: list[tuple[str, Callable[[Any], Calls], Any, Any]] = [
+            ("stdlib hand loop, from bytes", hand_loop_bytes, pieces, None),
+            ("from_sse + assemble(), from bytes", ours_from_bytes, pieces, None),
+        ]
+        if fast is not None:
+            runs.append(("the same with the fast extra", ours_from_bytes, pieces, fast))
+        if _openai_sdk():
+            client = _sdk_client(pieces)
+            runs += [
+                ("SDK + from_openai_response + assemble()", sdk_from_response, client, None),
+                ("SDK create(stream=True) + from_openai_stream", sdk_from_stream, client, None),
+            ]
+            if size <= PEER_MAX:
+                runs.append(
+                    (
+                        "SDK create(stream=True) + ChatCompletionStreamState",
+                        sdk_stream_state,
+                        client,
+                        None,
+                    )
+                )
+        if size <= PEER_MAX:
+            for label, convert, peer in (
+                ("litellm stream_chunk_builder (pre-built objects)", to_litellm, litellm_builder),
+                ("langchain AIMessageChunk + (pre-built objects)", to_langchain, langchain_sum),
+            ):
+                objects = convert(chunks)
+                if objects is not None:
+                    runs.append((label, peer, objects, None))
+        for name, fn, data, parser in runs:
+            best = float("inf")
+            for _ in range(max(1, repeats if size < 100_000 else 2)):
+                _sse._fast_decode = parser if name == "the same with the fast extra" else None
+                try:
+                    seconds, result = _time(fn, data)
+                finally:
+                    _sse._fast_decode = fast
+                if result != expected:
+                    raise SystemExit(f"end to end: {name} differs at {size}")
+                best = min(best, seconds)
+            add(name, n, n / best)
+        print(f"  measured e2e {size:>9,}", file=sys.stderr, flush=True)
+    return curves
+
+
+def e2e_section(repeats: int, path: Path | None) -> None:
+    """Print the end-to-end curves as a table; plot them (PNG) if ``path``."""
+    curves = e2e_curves(repeats)
+    sizes = sorted({size for points in curves.values() for size, _ in points})
+    print("\n### End to end, 8 interleaved calls: fragments/s against stream size\n")
+    print("| path | " + " | ".join(f"{s:,}" for s in sizes) + " |")
+    print("|---|" + "---:|" * len(sizes))
+    for name, points in curves.items():
+        rates = dict(points)
+        cells = [f"{rates[s]:,.0f}" if s in rates else "—" for s in sizes]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    if path is None:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for name, points in curves.items():
+        ours = "assemble()" in name or "fast extra" in name
+        style = "-o" if ours else ":^" if "hand loop" in name else "--s"
+        ax.plot([p[0] for p in points], [p[1] for p in points], style, label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"stream size (argument fragments of {FRAGMENT} characters)")
+    ax.set_ylabel("fragments per second")
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    ax.set_title(f"End to end from SSE bytes, 8 interleaved tool calls ({python})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"\nplot written to {path}")
+
+
 def verdict(results: list[Target]) -> int:
     """Print each target ([x] met, [ ] missed, [-] not measured); 1 when one was missed."""
     print("\n### Targets\n")
@@ -1964,9 +2176,33 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the through-the-openai-SDK section (and its concurrent streams over loopback)",
     )
+    parser.add_argument(
+        "--e2e",
+        action="store_true",
+        help="every end-to-end section in one run: from bytes (every wire), UI signals, "
+        "concurrent byte sources, through the SDK, and the curves against stream size "
+        "(plotted with --plot)",
+    )
     args = parser.parse_args(argv)
     baseline = None if args.baseline.lower() == "none" else args.baseline
     sizes: tuple[int, ...]
+    if args.e2e:
+        sizes = (2_500, 10_000) if args.quick else (10_000, 100_000)
+        repeats = 1 if args.quick else args.repeats
+        streams = 1_000 if args.quick else args.streams
+        print(
+            f"# rxtoolcalls end to end — {platform.python_implementation()} "
+            f"{platform.python_version()}, {os.cpu_count()} CPUs; peers: {peer_versions()}"
+        )
+        results = (
+            bytes_section(sizes, repeats)
+            + wire_bytes_section(sizes, repeats)
+            + ui_signals_section(sizes, repeats)
+            + sdk_section(SDK_SIZES, repeats, 50 if args.quick else SDK_STREAMS)
+            + concurrency_bytes(streams, repeats)
+        )
+        e2e_section(repeats, args.plot)
+        return verdict(results)
     if args.sdk:
         streams = 50 if args.quick else SDK_STREAMS
         return verdict(sdk_section(SDK_SIZES, 1 if args.quick else args.repeats, streams))
@@ -1977,6 +2213,7 @@ def main(argv: list[str] | None = None) -> int:
         return verdict(
             bytes_section(sizes, repeats)
             + wire_bytes_section(sizes, repeats)
+            + ui_signals_section(sizes, repeats)
             + concurrency_bytes(streams, repeats)
         )
     if args.gemini:
