@@ -163,7 +163,7 @@ class Call:
         # piece, most of the memory of thousands of open turns. A "packed" one copies each
         # piece into one buffer (4 bytes a character) and lets it go: calls start packed,
         # and a call past _GRANT characters moves to the other, 1-2 bytes a character on
-        # larger pieces (_grant_more). Readers that route pieces elsewhere (an Rx group) or
+        # larger pieces (see ``_unpack``). Readers that route pieces elsewhere (an Rx group) or
         # drop them share one empty buffer that nothing writes to.
         self.packed = keep_arguments
         self.text = _packed_buffer() if keep_arguments else _NOTHING_KEPT

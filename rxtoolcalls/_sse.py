@@ -71,7 +71,7 @@ DONE = object()
 
 
 class SSEDecoder:
-    r"""Turn pieces of an event stream into ``ServerSentEvent``s, or straight into chunks.
+    r"""Turn pieces of an event stream into ``ServerSentEvent``s (``feed``), or chunks.
 
     >>> decoder = SSEDecoder()
     >>> decoder.feed(b'data: {"a"') + decoder.feed(b": 1}\n\n: comment\n")
@@ -80,13 +80,17 @@ class SSEDecoder:
     A leading byte order mark is ignored (WHATWG). One line, and the data of one event (its
     data lines together), may hold at most ``limits.max_event`` characters: past that,
     ``feed`` raises ``LimitExceededError`` before buffering more (a stream without newlines
-    cannot grow without end). Cost: linear in the characters fed, however they are split.
+    cannot grow without end). ``chunks`` is the fast way to chunks (``from_sse`` reads with
+    it); a decoder is read with one of the two. Cost: linear in the characters fed, however
+    they are split.
     """
 
     __slots__ = (
         "_carry",
+        "_carry_size",
         "_data",
         "_decoder",
+        "_deferred",
         "_event",
         "_line",
         "_line_size",
@@ -103,12 +107,16 @@ class SSEDecoder:
     def __init__(self, *, limits: Limits | None = None) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
         self._max = (limits or DEFAULT_LIMITS).max_event
-        # The text since the last blank line. Events are cut out of it whole ("\n\n" found
-        # in C), so an event of one data line costs no per-line Python. Once it passes
-        # max_event the decoder reads line by line (_lined) and checks every line and event.
-        self._carry = ""
+        # ``chunks`` keeps the text of the event in progress (its pieces) and cuts whole
+        # events out of each piece ("\n\n" found in C): an event of one data line costs no
+        # per-line Python. ``feed``, and ``chunks`` once an event passes max_event, read line
+        # by line (_lined), every line and event checked as it ends.
+        self._carry: list[str] = []
+        self._carry_size = 0
         self._lined = False
         self._paired = True
+        # An error found in a piece after events that come first (``chunks``).
+        self._deferred: Exception | None = None
         self._line: list[str] = []
         self._line_size = 0
         self._data: list[str] = []
@@ -124,15 +132,14 @@ class SSEDecoder:
 
     def feed(self, piece: bytes | str) -> list[ServerSentEvent]:
         """Decode one piece; return the events it completes."""
-        events: list[ServerSentEvent] = []
-        for item in self._split(piece):
-            if type(item) is str:
-                event = self._event_of(item)
-                if event is not None:
-                    events.append(event)
-            else:
-                events.append(item)  # type: ignore[arg-type]
-        return events
+        text = self._text(piece, defer=False)
+        if not self._lined:
+            self._lined = True
+            if self._carry:  # read by ``chunks`` so far: its event in progress goes on
+                text = "".join(self._carry) + text
+                self._carry.clear()
+                self._carry_size = 0
+        return self._lines(text, defer=False) if text else []
 
     def chunks(self, piece: bytes | str) -> list[dict[str, Any]]:
         """Decode one piece; return the chunks (dicts) of the events it completes.
@@ -140,7 +147,7 @@ class SSEDecoder:
         What ``chunk_from_event`` gives, events it skips left out. The stream's end, if this
         piece holds it, is kept in ``ended`` rather than raised, after the chunks before it:
         ``DONE`` (nothing after it is read) or the error that ends it (a provider error, an
-        ``error:`` field before ``DONE``, a malformed event).
+        ``error:`` field before ``DONE``, a malformed event or piece, a limit passed).
         """
         out: list[dict[str, Any]] = []
         if self.ended is not None:
@@ -150,8 +157,8 @@ class SSEDecoder:
         try:
             for item in self._split(piece):
                 if type(item) is not str:
-                    if self._chunk_of(item, append):  # type: ignore[arg-type]
-                        break
+                    if self._chunk_of(item, append):
+                        return out
                     continue
                 # Nearly every event is one data line holding a JSON object, or (Responses,
                 # Anthropic) an event line and such a data line: parsed here, inline.
@@ -162,7 +169,7 @@ class SSEDecoder:
                 else:
                     event = self._event_of(item)
                     if event is not None and self._chunk_of(event, append):
-                        break
+                        return out
                     continue
                 if fast is None:
                     payload = load_json(data, "an event's data")
@@ -176,6 +183,9 @@ class SSEDecoder:
                 append(payload)
         except Exception as error:  # noqa: BLE001 - the caller raises it in its turn
             self.ended = error
+            return out
+        if self._deferred is not None:
+            self.ended = self._deferred
         return out
 
     def _chunk_of(self, event: ServerSentEvent, append: Callable[[Any], None]) -> bool:
@@ -201,9 +211,9 @@ class SSEDecoder:
             ) from exc
         if not self._lined:
             # Its lines are read for their fields (an "error:" among them); no event is due.
-            for line in (self._carry + tail).split("\n"):
+            for line in ("".join(self._carry) + tail).split("\n"):
                 self._line_done(line)
-            self._carry = ""
+            self._carry.clear()
             return []
         if tail:
             self._line.append(tail)
@@ -213,12 +223,20 @@ class SSEDecoder:
             self._line_size = 0
         return []
 
-    def _text(self, piece: bytes | str) -> str:
-        """The piece as text: UTF-8 decoded, a first BOM dropped, every line end a line feed."""
+    def _text(self, piece: bytes | str, *, defer: bool) -> str:
+        """The piece as text: UTF-8 decoded, a first BOM dropped, every line end a line feed.
+
+        Bytes that are not UTF-8 raise, or with ``defer`` end the text there and are kept in
+        ``_deferred``, so that the events before them still come out.
+        """
         try:
             text = piece if isinstance(piece, str) else self._decoder.decode(piece)
         except UnicodeDecodeError as exc:
-            raise MalformedChunkError(f"the event stream is not UTF-8: {exc.reason}") from exc
+            error = MalformedChunkError(f"the event stream is not UTF-8: {exc.reason}")
+            if not defer:
+                raise error from exc
+            self._deferred = error
+            text = exc.object[: exc.start].decode("utf-8")
         if not text:
             return text
         if not self._started:
@@ -236,39 +254,79 @@ class SSEDecoder:
             text = text.replace("\r\n", "\n").replace("\r", "\n")
         return text
 
-    def _split(self, piece: bytes | str) -> list[str] | list[ServerSentEvent]:
+    def _split(self, piece: bytes | str) -> list[Any]:
         """The events a piece completes, as text or (reading line by line) as events.
 
-        An event's text is its lines, without the blank line that ends it.
+        An event's text is its lines, without the blank line that ends it. Each character is
+        scanned once (``_carry`` keeps the pieces of an event in progress, joined when it
+        ends), so a large event in small pieces costs what it would in one.
         """
-        text = self._text(piece)
+        text = self._text(piece, defer=True)
         if not text:
             return []
         if self._lined:
-            return self._lines(text)
-        if self._carry:
-            text = self._carry + text
+            return self._lines(text, defer=True)
+        out: list[Any] = []
+        carry = self._carry
+        if carry:
+            # The event in progress ends at the first blank line: maybe where the two meet.
+            if carry[-1][-1] == "\n" and text[0] == "\n":
+                head = "".join(carry)[:-1]
+                rest = 1
+            else:
+                cut = text.find("\n\n")
+                if cut < 0:
+                    self._carry_size += len(text)
+                    if self._carry_size > self._max:
+                        return self._lined_from("".join(carry) + text)
+                    carry.append(text)
+                    return out
+                if self._carry_size + cut > self._max:
+                    return self._lined_from("".join(carry) + text)
+                head = "".join(carry) + text[:cut]
+                rest = cut + 2
+            carry.clear()
+            self._carry_size = 0
+            out.append(head)
+            text = text[rest:]
+            if not text:
+                return out
         if len(text) > self._max:
             # A line or an event may be past the limit: from here on every one is checked.
-            self._lined = True
-            self._carry = ""
-            return self._lines(text)
+            out += self._lined_from(text)
+            return out
         if self._paired:
             # Events of one line each, as most servers send: the lines alternate with blank
             # ones, and one split on a single character (memchr) is twice as fast as on two.
             lines = text.split("\n")
             if len(lines) & 1:
                 if not any(lines[1:-1:2]):
-                    self._carry = lines[-1]
-                    return lines[0:-1:2]
+                    self._keep(lines[-1])
+                    out += lines[0:-1:2]
+                    return out
             elif not any(lines[1:-2:2]):
                 # The piece ends between an event's line and its blank line.
-                self._carry = lines[-2] + "\n" + lines[-1]
-                return lines[0:-2:2]
+                self._keep(lines[-2] + "\n" + lines[-1])
+                out += lines[0:-2:2]
+                return out
             self._paired = False
         segments = text.split("\n\n")
-        self._carry = segments.pop()
-        return segments
+        self._keep(segments.pop())
+        out += segments
+        return out
+
+    def _keep(self, rest: str) -> None:
+        """Keep the start of the next event (no blank line in it)."""
+        if rest:
+            self._carry.append(rest)
+            self._carry_size = len(rest)
+
+    def _lined_from(self, text: str) -> list[Any]:
+        """Read line by line from here on, starting with ``text``."""
+        self._lined = True
+        self._carry.clear()
+        self._carry_size = 0
+        return list(self._lines(text, defer=True))
 
     def _event_of(self, segment: str) -> ServerSentEvent | None:
         """The event of one segment's lines (a leading blank line dispatches nothing)."""
@@ -276,25 +334,31 @@ class SSEDecoder:
             self._line_done(line)
         return self._line_done("")
 
-    def _lines(self, text: str) -> list[ServerSentEvent]:
+    def _lines(self, text: str, *, defer: bool) -> list[ServerSentEvent]:
+        """Read ``text`` line by line; a limit passed raises, or with ``defer`` is kept."""
         lines = text.split("\n")
         events: list[ServerSentEvent] = []
         last = lines.pop()  # the start of a line not ended yet ("" after a line end)
-        for line in lines:
-            if self._line:
-                line = "".join(self._line) + line
-                self._line = []
-                self._line_size = 0
-            if len(line) > self._max:
-                raise self._too_long("a line")
-            event = self._line_done(line)
-            if event is not None:
-                events.append(event)
-        if last:
-            self._line_size += len(last)
-            if self._line_size > self._max:
-                raise self._too_long("a line")
-            self._line.append(last)
+        try:
+            for line in lines:
+                if self._line:
+                    line = "".join(self._line) + line
+                    self._line = []
+                    self._line_size = 0
+                if len(line) > self._max:
+                    raise self._too_long("a line")
+                event = self._line_done(line)
+                if event is not None:
+                    events.append(event)
+            if last:
+                self._line_size += len(last)
+                if self._line_size > self._max:
+                    raise self._too_long("a line")
+                self._line.append(last)
+        except LimitExceededError as error:
+            if not defer:
+                raise
+            self._deferred = error
         return events
 
     def _too_long(self, what: str) -> LimitExceededError:

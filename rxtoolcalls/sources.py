@@ -329,6 +329,14 @@ class _Reading:
             self.close_error = error
 
 
+class _Downstream(BaseException):
+    """Carries an exception raised by ``on_next`` downstream out of a blocking read."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 def _blocking_source(
     read: Callable[[abc.ObserverBase[Any], threading.Event], None],
     close: Callable[[], None],
@@ -355,12 +363,19 @@ def _blocking_source(
             if not reading.begin():
                 return
             failure: Exception | None = None
+            own: Exception | None = None
             try:
                 read(observer, reading.stopped)
+            except _Downstream as carried:
+                own = carried.error
             except Exception as error:  # noqa: BLE001 - delivered as on_error
                 failure = typed(error)
             finally:
                 reading.end()
+            if own is not None:
+                # Raised by a subscriber's callback: not the stream's, so never on_error; it
+                # leaves to whoever runs the read, as reactivex's own sources let it.
+                raise own
             if reading.stopped.is_set():
                 return
             failure = failure or reading.close_error
@@ -452,8 +467,12 @@ def _sse_source(
         for piece in pieces():
             # Checked once a piece: a dispose from on_next stops the observer at once (it
             # drops what follows), and the read ends after this piece.
-            for chunk in chunks(piece):
-                on_next(chunk)
+            batch = chunks(piece)
+            try:
+                for chunk in batch:
+                    on_next(chunk)
+            except Exception as error:  # noqa: BLE001 - the subscriber's: raised by run()
+                raise _Downstream(error) from None
             if is_set():
                 return
             ended = decoder.ended
@@ -806,7 +825,10 @@ def _sdk_source(
             if stopped.is_set():
                 return
             if keep(event):
-                observer.on_next(event)
+                try:
+                    observer.on_next(event)
+                except Exception as error:  # noqa: BLE001 - the subscriber's: raised by run()
+                    raise _Downstream(error) from None
             if stopped.is_set():
                 return
 
@@ -938,7 +960,10 @@ def from_gemini_stream(stream: Any) -> Observable[Any]:
         for chunk in stream:
             if stopped.is_set():
                 return
-            observer.on_next(chunk)
+            try:
+                observer.on_next(chunk)
+            except Exception as error:  # noqa: BLE001 - the subscriber's: raised by run()
+                raise _Downstream(error) from None
             if stopped.is_set():
                 return
 

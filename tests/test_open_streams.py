@@ -15,6 +15,7 @@ import tracemalloc
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import reactivex
 from reactivex import operators as ops
 
@@ -157,3 +158,23 @@ def test_thousands_of_open_byte_streams_are_all_correct_and_hold_little_each() -
     # Measured 17-19 KiB with every piece but the last read; a piece kept per stream, or
     # its parsed chunks, would be 16 KiB or more on top.
     assert per_stream < 24 * 1024
+
+
+class Boom(Exception):
+    """The subscriber's own bug."""
+
+
+def test_a_subscriber_exception_leaves_a_blocking_source_as_raised() -> None:
+    chunks = [call_open(0, "a", "f", '{"x": 1}'), choice({}, "tool_calls")]
+    for operator in (rt.progress, rt.assemble_with_progress, rt.assemble, rt.lifecycle):
+        boom = Boom(operator.__name__)
+        errors: list[Exception] = []
+
+        def explode(_: Any, boom: Boom = boom) -> None:
+            raise boom
+
+        source = rt.from_sse([sse(chunks)])
+        with pytest.raises(Boom) as info:
+            source.pipe(operator()).subscribe(explode, errors.append)
+        assert info.value is boom
+        assert errors == []

@@ -8,6 +8,7 @@ scanner, or msgspec with the ``fast`` extra).
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -259,3 +260,51 @@ def test_every_recording_from_bytes_assembles_as_with_json_loads(
         patched.setattr(_sse, "_fast_decode", None)
         patched.setattr(_sse, "_scan", None)
         assert turn(16384) in ours
+
+
+def test_feed_reads_an_error_field_as_its_line_ends() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"error: boom\n") == []
+    assert decoder.error_field == "boom"
+
+
+def test_the_cli_reports_an_error_field_in_the_event_of_done(tmp_path: Path) -> None:
+    from rxtoolcalls.__main__ import main
+
+    capture = tmp_path / "err.sse"
+    capture.write_bytes(
+        b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
+        b'error: {"message":"overloaded","code":503}\ndata: [DONE]\n\n'
+    )
+    out = io.StringIO()
+    assert main(["replay", str(capture)], out) == 9  # a ProviderError, as from_sse gives
+
+
+def test_events_before_a_bad_byte_in_the_same_piece_come_out_first(parser: str) -> None:
+    decoder = SSEDecoder()
+    assert decoder.chunks(b'data: {"a": 1}\n\ndata: {"b": \xff}\n\n') == [{"a": 1}]
+    assert isinstance(decoder.ended, rt.MalformedChunkError)
+    done = SSEDecoder()
+    assert done.chunks(b'data: {"a": 1}\n\ndata: [DONE]\n\n\xff') == [{"a": 1}]
+    assert done.ended is DONE
+
+
+def test_events_before_a_line_past_the_limit_in_the_same_piece_come_out_first() -> None:
+    decoder = SSEDecoder(limits=rt.Limits(max_event=100))
+    assert decoder.chunks(b'data: {"a": 1}\n\n: ' + b"x" * 200 + b"\n") == [{"a": 1}]
+    assert isinstance(decoder.ended, rt.LimitExceededError)
+
+
+@pytest.mark.parametrize("size", [1, 1024, 1 << 20])
+def test_a_large_event_in_small_pieces_is_read_whole(parser: str, size: int) -> None:
+    value = {"a": "x" * 3_000_000}
+    body = f"data: {json.dumps(value)}\n\n".encode()
+    if size == 1:
+        body = body[: 200_000 - 2] + b'"}\n\n'  # one byte at a time: a smaller event
+        value = json.loads(body[6:])
+    decoder = SSEDecoder()
+    out: list[Any] = []
+    for i in range(0, len(body), size):
+        out += decoder.chunks(body[i : i + size])
+    assert out == [value]
+    assert decoder.ended is None
