@@ -284,7 +284,7 @@ def _depth(value: object, limit: int) -> bool:
 def _parse(buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None) -> dict[str, Any]:
     text = buffer.arguments
     # The messages are built only on failure: on success this is one decode per call.
-    if not text.strip():
+    if not text or text.isspace():
         raise InvalidArgumentsError(
             f"{_where_buffer(buffer)}: no arguments were sent "
             f"(a call without parameters must send '{{}}')",

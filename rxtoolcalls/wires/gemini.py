@@ -121,7 +121,19 @@ def _data(event: object) -> dict[str, Any]:
     return dumped
 
 
+def _render_given(call: ToolCall) -> dict[str, Any]:
+    return {"functionCall": {"name": call.name, "args": call.parsed_arguments, "id": call.id}}
+
+
+def _render_made(call: ToolCall) -> dict[str, Any]:
+    return {"functionCall": {"name": call.name, "args": call.parsed_arguments}}
+
+
 def _render_call(part: dict[str, Any], given_id: bool) -> Callable[[ToolCall], dict[str, Any]]:
+    if not part:
+        # Nearly every part holds the call alone: one shared function, no closure per call.
+        return _render_given if given_id else _render_made
+
     def render(call: ToolCall) -> dict[str, Any]:
         function_call: dict[str, Any] = {"name": call.name, "args": call.parsed_arguments}
         if given_id:
@@ -266,7 +278,7 @@ class _Parts(Core):
         )
         call.closed = False
         candidate.calls += 1
-        shown = {k: v for k, v in part.items() if k != "functionCall"}
+        shown = {k: v for k, v in part.items() if k != "functionCall"} if len(part) > 1 else {}
         candidate.parts.append(CallItem(call.index, _render_call(shown, given is not None)))
         started = self._name_known(call)
         args = function_call.get("args")
@@ -280,6 +292,10 @@ class _Parts(Core):
                     name=name,
                 )
             self._args(call, args)
+            if not goes_on:
+                # Sent whole: nothing was set by path, so there is nothing left to write.
+                call.closed = True
+                return _NO_EVENTS if started is None else (started,)
         elif fragments is not None:
             self._fragments(call, fragments)
         if goes_on:
