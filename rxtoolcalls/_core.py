@@ -60,9 +60,40 @@ __all__ = ["Call", "Core", "as_dict", "attr", "event_dict", "extra", "get"]
 
 _NO_EVENTS: tuple[ToolCallStarted, ...] = ()
 _NOTHING_KEPT = io.StringIO()
-# json.dumps with these options makes its encoder anew on every call: a third of the cost
-# of writing a small object (one per call sent whole). ``encode`` is safe to share.
-_WRITE_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+
+
+def _json_writer() -> Callable[[object], str]:
+    """``json.dumps(value, ensure_ascii=False, allow_nan=False)``, its C encoder made once.
+
+    ``json.dumps`` makes that encoder anew for each value: half the cost of writing a small
+    object (one per call sent whole). Without circular-reference markers, which a failed
+    write would leave behind, a cycle is a ``RecursionError``, as deep nesting is.
+    """
+    encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+    plain = encoder.encode
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return plain
+    try:
+        # The arguments JSONEncoder.iterencode passes it for these options.
+        encode = make(
+            None, encoder.default, json.encoder.encode_basestring,
+            None, ": ", ", ", False, False, False,
+        )  # fmt: skip
+        probe = {"a": [1, 2.5, None, True, "\u00e9"]}
+        if "".join(encode(probe, 0)) != plain(probe):
+            return plain
+    except Exception:  # noqa: BLE001 - another interpreter's encoder: the plain one serves
+        return plain
+    join = "".join
+
+    def write(value: object) -> str:
+        return join(encode(value, 0))
+
+    return write
+
+
+_WRITE_JSON = _json_writer()
 _ABSENT = object()
 # Characters a call may take on the fast path between two exact limit checks. A grant is
 # reserved from the turn's budget, so the fast path updates one counter per piece.

@@ -42,7 +42,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._core import _NO_EVENTS, Call, Core, _Choice, as_dict, attr
+from .._core import _NO_EVENTS, Call, Core, _Choice, _object_text, as_dict, attr
 from .._errors import MalformedChunkError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
 from .._types import CallItem, ToolCall, ToolCallStarted
@@ -291,7 +291,10 @@ class _Parts(Core):
                     index=call.index,
                     name=name,
                 )
-            self._args(call, args)
+            if not isinstance(args, dict):
+                raise self._bad_args(call, args)
+            # A new call holds nothing yet: its arguments are written and taken at once.
+            self._piece(state, call, _object_text(call, args))
             if not goes_on:
                 # Sent whole: nothing was set by path, so there is nothing left to write.
                 call.closed = True
@@ -304,17 +307,14 @@ class _Parts(Core):
             self._close_call(candidate, call)
         return _NO_EVENTS if started is None else (started,)
 
-    def _args(self, call: Call, args: object) -> None:
-        state = self._choices[call.choice_index]
-        if not isinstance(args, dict):
-            raise MalformedChunkError(
-                f"candidate {state.index}: functionCall {excerpt(call.name)} args must be an "
-                f"object, got {type(args).__name__}",
-                choice_index=state.index,
-                index=call.index,
-                name=call.name,
-            )
-        self.set_object_arguments(call, args)
+    def _bad_args(self, call: Call, args: object) -> MalformedChunkError:
+        return MalformedChunkError(
+            f"candidate {call.choice_index}: functionCall {excerpt(call.name)} args must be an "
+            f"object, got {type(args).__name__}",
+            choice_index=call.choice_index,
+            index=call.index,
+            name=call.name,
+        )
 
     def _fragments(self, call: Call, fragments: object) -> None:
         state = self._choices[call.choice_index]
