@@ -30,6 +30,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any
 
 from ._errors import (
@@ -76,6 +77,11 @@ def _at_buffer(buffer: ToolCallBuffer, finish_reason: str | None) -> dict[str, A
     }
 
 
+# Sort keys read in C: a lambda per call costs more than the comparison.
+_ORDER = attrgetter("choice_index", "index", "order")
+_LAST = attrgetter("index", "order")
+
+
 def check_finish(
     end: StreamEnd, calls: Sequence[ToolCallBuffer], policy: Policy = DEFAULT
 ) -> StreamEnd:
@@ -92,7 +98,7 @@ def check_finish(
         mine = [c for c in calls if c.choice_index == choice.index and not c.server]
         if choice.function_call is not None:
             mine.append(choice.function_call)
-        last = max(mine, key=lambda c: (c.index, c.order)) if mine else None
+        last = max(mine, key=_LAST) if mine else None
         about: dict[str, Any] = {
             "choice_index": choice.index,
             "finish_reason": said,
@@ -444,7 +450,7 @@ def build_turns(
     finish = {choice.index: choice.finish_reason for choice in end.choices}
     by_choice: dict[int, list[ToolCall]] = {}
     built: dict[tuple[int, int], ToolCall] = {}
-    for buffer in sorted(buffers, key=lambda b: (b.choice_index, b.index, b.order)):
+    for buffer in sorted(buffers, key=_ORDER):
         call = _complete(buffer, policy, finish.get(buffer.choice_index), count)
         built[buffer.choice_index, buffer.index] = call
         if not buffer.server:

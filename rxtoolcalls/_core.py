@@ -36,7 +36,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from ._close import _where, build_turns, check_finish, every_turn
+from ._close import _ORDER, _where, build_turns, check_finish, every_turn
 from ._errors import (
     LimitExceededError,
     MalformedChunkError,
@@ -871,7 +871,7 @@ class Core(_Calls):
 
     def calls(self) -> list[Call]:
         """Every call opened so far, ordered by (choice index, index, order of opening)."""
-        return sorted(self._all_calls(), key=lambda c: (c.choice_index, c.index, c.order))
+        return sorted(self._all_calls(), key=_ORDER)
 
     def end(self) -> StreamEnd:
         """The per-choice text and finish state, ordered by choice index, and the usage."""

@@ -79,6 +79,9 @@ def new_call_id() -> str:
     return f"call_{os.urandom(12).hex()}"
 
 
+_ID_BITS = (1 << 96) - 1
+
+
 def _outcome(reason: str) -> str:
     """A finishReason in Chat Completions terms, for the core's finish rules."""
     if reason == "STOP":
@@ -170,7 +173,7 @@ class _Candidate:
 class _Parts(Core):
     """The parts of each candidate: text, thoughts, whole and streamed calls."""
 
-    __slots__ = ("_candidates",)
+    __slots__ = ("_candidates", "_next_id")
 
     def __init__(
         self,
@@ -182,6 +185,7 @@ class _Parts(Core):
     ) -> None:
         super().__init__(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
         self._candidates: dict[int, _Candidate] = {}
+        self._next_id: int | None = None
 
     def _candidate(self, data: object) -> tuple[_Choice, _Candidate]:
         if not isinstance(data, dict):
@@ -274,7 +278,7 @@ class _Parts(Core):
         if given is None:
             self._count("synthesized_id")
         call = self._open(
-            state, candidate.calls, given or new_call_id(), "function", name, provisional=True
+            state, candidate.calls, given or self._new_id(), "function", name, provisional=True
         )
         call.closed = False
         candidate.calls += 1
@@ -306,6 +310,14 @@ class _Parts(Core):
         else:
             self._close_call(candidate, call)
         return _NO_EVENTS if started is None else (started,)
+
+    def _new_id(self) -> str:
+        """An id as ``new_call_id`` makes, but one random draw per turn: its calls count on."""
+        drawn = self._next_id
+        if drawn is None:
+            drawn = int.from_bytes(os.urandom(12))
+        self._next_id = (drawn + 1) & _ID_BITS
+        return f"call_{drawn:024x}"
 
     def _bad_args(self, call: Call, args: object) -> MalformedChunkError:
         return MalformedChunkError(
