@@ -386,7 +386,9 @@ def _complete(
         return ToolCall(
             buffer.index, call_id, buffer.name, buffer.arguments, {}, "custom", buffer.item_id
         )
-    parsed = _parse(buffer, policy, finish_reason)
+    parsed = buffer.parsed
+    if parsed is None:
+        parsed = _parse(buffer, policy, finish_reason)
     schema = policy.tools.get(buffer.name) if policy.tools is not None else None
     if schema is not None and policy.validate_arguments:
         _validate(buffer, parsed, schema, finish_reason)

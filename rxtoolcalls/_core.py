@@ -126,6 +126,7 @@ class Call:
         "name",
         "object_payload",
         "order",
+        "parsed",
         "room",
         "seen",
         "server",
@@ -164,6 +165,8 @@ class Call:
         # that lets the final value win).
         self.final: str | None = None
         self.item_id: str | None = None
+        # The arguments parsed already: a copy of the object they were written from.
+        self.parsed: dict[str, Any] | None = None
         self.server = False
         self.json = True
         # Arguments set by path (rule 8), until ``close_paths`` writes them as text.
@@ -198,6 +201,7 @@ class Call:
             self.closed,
             self.server,
             self.json,
+            self.parsed,
         )
 
 
@@ -342,6 +346,41 @@ def _object_text(call: Call, value: dict[str, Any]) -> str:
             f"cannot be written as JSON ({type(exc).__name__})",
             **_at(call),
         ) from exc
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _copied(value: object, room: int) -> Any:
+    """``value`` as parsing its JSON text gives it (new containers), or ``_ABSENT``.
+
+    Only JSON's own types are copied: anything else (a tuple, a subclass, a key that is not
+    a ``str``) or containers nested deeper than ``room`` more levels is ``_ABSENT``, and
+    left to the parse at the close, which gives the exact result or error.
+    """
+    if room <= 0:
+        return _ABSENT
+    if type(value) is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                return _ABSENT
+            if type(item) not in _LEAVES:
+                item = _copied(item, room - 1)
+                if item is _ABSENT:
+                    return _ABSENT
+            out[key] = item
+        return out
+    if type(value) is list:
+        items: list[Any] = []
+        for item in value:
+            if type(item) not in _LEAVES:
+                item = _copied(item, room - 1)
+                if item is _ABSENT:
+                    return _ABSENT
+            items.append(item)
+        return items
+    return _ABSENT
 
 
 def _at(call: Call) -> dict[str, Any]:
@@ -771,7 +810,9 @@ class _Calls(_State):
     def set_object_arguments(self, call: Call, value: dict[str, Any]) -> None:
         """Take arguments the wire sends whole, as an object (Gemini ``args``).
 
-        Written once as strict JSON, which then takes the limits like any piece.
+        Written once as strict JSON, which then takes the limits like any piece. Where the
+        object holds JSON's own types alone, a copy of it is the parsed value, and the text
+        is not parsed again at the close.
         """
         if call.size or call.tree is not None or call.final is not None:
             raise MalformedChunkError(
@@ -780,6 +821,10 @@ class _Calls(_State):
                 **_at(call),
             )
         self._piece(self._choices[call.choice_index], call, _object_text(call, value))
+        if self._keep:
+            parsed = _copied(value, self._policy.limits.max_depth)
+            if parsed is not _ABSENT:
+                call.parsed = parsed
 
     def close_paths(self, call: Call) -> None:
         """Write the values set by path as the call's arguments (``{}`` when none were)."""

@@ -42,7 +42,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._core import _NO_EVENTS, Call, Core, _Choice, _object_text, as_dict, attr
+from .._core import _NO_EVENTS, Call, Core, _Choice, as_dict, attr
 from .._errors import MalformedChunkError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
 from .._types import CallItem, ToolCall, ToolCallStarted
@@ -297,8 +297,7 @@ class _Parts(Core):
                 )
             if not isinstance(args, dict):
                 raise self._bad_args(call, args)
-            # A new call holds nothing yet: its arguments are written and taken at once.
-            self._piece(state, call, _object_text(call, args))
+            self.set_object_arguments(call, args)
             if not goes_on:
                 # Sent whole: nothing was set by path, so there is nothing left to write.
                 call.closed = True
