@@ -822,6 +822,41 @@ def test_the_agent_loop_runs_on_this_wire() -> None:
     assert sent[1] == list(conversation.messages[:3])
 
 
+def test_calls_answered_in_the_given_contents_are_not_run_again() -> None:
+    earlier = [
+        {"role": "user", "parts": [{"text": "1+2?"}]},
+        {
+            "role": "model",
+            "parts": [{"functionCall": {"name": "add", "args": {"a": 1, "b": 2}, "id": "c1"}}],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "add", "id": "c1", "response": {"output": "3!"}}}
+            ],
+        },
+    ]
+    # The same call, its args in another order: the same value, so the same call.
+    turns = [
+        [g_response(g_call("add", {"b": 2, "a": 1}, id="c1")), g_stop()],
+        [g_response(g_text("It is 3.")), g_stop()],
+    ]
+    ran: list[Any] = []
+
+    def add(a: int, b: int) -> int:
+        ran.append((a, b))
+        return a + b
+
+    events = (
+        rt.agent_loop(lambda messages: turns.pop(0), {"add": add}, earlier)
+        .pipe(ops.to_list())
+        .run()
+    )
+    finished = [e for e in events if isinstance(e, rt.ToolCallFinished)]
+    assert ran == []
+    assert [(f.content, f.reused) for f in finished] == [("3!", True)]
+
+
 def test_sdk_objects_of_a_blocked_prompt_and_of_an_error_free_stream() -> None:
     pytest.importorskip("google.genai")
     blocked = _sdk({"promptFeedback": {"blockReason": "SAFETY"}})
