@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from operator import attrgetter
 from typing import Any
@@ -355,7 +355,11 @@ def _parse(buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None) ->
 
 
 def _complete(
-    buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None, count: Callable[[str], None]
+    buffer: ToolCallBuffer,
+    policy: Policy,
+    finish_reason: str | None,
+    count: Callable[[str], None],
+    parsed: dict[str, Any] | None = None,
 ) -> ToolCall:
     if buffer.name is None:
         raise MalformedChunkError(
@@ -386,7 +390,6 @@ def _complete(
         return ToolCall(
             buffer.index, call_id, buffer.name, buffer.arguments, {}, "custom", buffer.item_id
         )
-    parsed = buffer.parsed
     if parsed is None:
         parsed = _parse(buffer, policy, finish_reason)
     schema = policy.tools.get(buffer.name) if policy.tools is not None else None
@@ -441,9 +444,16 @@ def _schema_failure(error: Any) -> str:
 
 
 def build_turns(
-    buffers: Sequence[ToolCallBuffer], end: StreamEnd, policy: Policy = DEFAULT
+    buffers: Sequence[ToolCallBuffer],
+    end: StreamEnd,
+    policy: Policy = DEFAULT,
+    known: Mapping[tuple[int, int, int], dict[str, Any]] | None = None,
 ) -> tuple[AssistantTurn, ...]:
-    """Parse every buffer once and build one turn per choice (rules 4-5), or raise."""
+    """Parse every buffer once and build one turn per choice (rules 4-5), or raise.
+
+    ``known``: values that parsing some buffers' arguments gives, by (choice index, index,
+    order), from the reader that wrote those arguments; they are taken instead.
+    """
     normalizations = dict(end.normalizations)
 
     def count(name: str) -> None:
@@ -453,7 +463,8 @@ def build_turns(
     by_choice: dict[int, list[ToolCall]] = {}
     built: dict[tuple[int, int], ToolCall] = {}
     for buffer in sorted(buffers, key=_ORDER):
-        call = _complete(buffer, policy, finish.get(buffer.choice_index), count)
+        parsed = known.get((buffer.choice_index, buffer.index, buffer.order)) if known else None
+        call = _complete(buffer, policy, finish.get(buffer.choice_index), count, parsed)
         built[buffer.choice_index, buffer.index] = call
         if not buffer.server:
             by_choice.setdefault(buffer.choice_index, []).append(call)

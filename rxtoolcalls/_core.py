@@ -201,7 +201,6 @@ class Call:
             self.closed,
             self.server,
             self.json,
-            self.parsed,
         )
 
 
@@ -349,6 +348,7 @@ def _object_text(call: Call, value: dict[str, Any]) -> str:
 
 
 _LEAVES = frozenset({str, int, float, bool, type(None)})
+_COPY_DEPTH = 32
 
 
 def _copied(value: object, room: int) -> Any:
@@ -822,7 +822,9 @@ class _Calls(_State):
             )
         self._piece(self._choices[call.choice_index], call, _object_text(call, value))
         if self._keep:
-            parsed = _copied(value, self._policy.limits.max_depth)
+            # Deeper objects are parsed (a copy this deep would recurse far), as are those
+            # past max_depth: the parse gives the error.
+            parsed = _copied(value, min(self._policy.limits.max_depth, _COPY_DEPTH))
             if parsed is not _ABSENT:
                 call.parsed = parsed
 
@@ -940,6 +942,11 @@ class Core(_Calls):
             raise RuntimeError("close() was already called: an Assembler reads one turn")
         self._closed = True
         self.stop()
-        buffers = [call.buffer() for call in self.calls()]
+        calls = self.calls()
+        buffers = [call.buffer() for call in calls]
         end = check_finish(self.end(), buffers, self._policy)
-        return every_turn(build_turns(buffers, end, self._policy))
+        # Arguments this reader wrote from an object it copied need no parse.
+        known = {
+            (c.choice_index, c.index, c.order): c.parsed for c in calls if c.parsed is not None
+        }
+        return every_turn(build_turns(buffers, end, self._policy, known))

@@ -365,8 +365,6 @@ class ToolCallBuffer:
     """Run by the provider (Anthropic ``server_tool_use``): parsed, kept, never dispatched."""
     json: bool = True
     """Whether the arguments are JSON (``False``: free-form custom tool input)."""
-    parsed: dict[str, Any] | None = field(default=None, compare=False, repr=False)
-    """The arguments as parsing them gives, where they came as an object (not parsed again)."""
 
 
 @dataclass(frozen=True, slots=True)

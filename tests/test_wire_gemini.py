@@ -671,6 +671,13 @@ def test_whole_args_nested_past_max_depth_are_refused_and_within_it_kept() -> No
         with pytest.raises(rt.LimitExceededError) as caught:
             turn_of([g_response(g_call("f", deeper)), g_stop()], policy=shallow)
         assert caught.value.limit == "max_depth"
+    # Far deeper, under a limit that allows it: the same value as its text parses to.
+    deep_list: list[Any] = []
+    for _ in range(300):
+        deep_list = [deep_list]
+    generous = rt.Policy(limits=rt.Limits(max_depth=400))
+    turn = turn_of([g_response(g_call("f", {"a": deep_list})), g_stop()], policy=generous)
+    assert turn.tool_calls[0].parsed_arguments == {"a": deep_list}
 
 
 def test_whole_args_with_a_key_written_twice_follow_the_duplicate_keys_rule() -> None:
