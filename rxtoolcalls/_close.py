@@ -48,7 +48,15 @@ from ._errors import (
     excerpt,
 )
 from ._policy import DEFAULT, Policy, PolicyName, named_policy
-from ._types import AssistantTurn, CallItem, StreamEnd, ToolCall, ToolCallBuffer
+from ._types import (
+    AssistantTurn,
+    CallItem,
+    StreamEnd,
+    ToolCall,
+    ToolCallBuffer,
+    new_tool_call,
+    new_turn,
+)
 
 __all__ = ["build_turns", "check_finish", "every_turn", "resolve_policy", "single_turn"]
 
@@ -387,7 +395,7 @@ def _complete(
         call_id = f"call_rx_{buffer.choice_index}_{buffer.index}_{buffer.order}"
     if not buffer.json:
         # Free-form input (Responses custom tools): the text is the payload, never parsed.
-        return ToolCall(
+        return new_tool_call(
             buffer.index, call_id, buffer.name, buffer.arguments, {}, "custom", buffer.item_id
         )
     if parsed is None:
@@ -395,7 +403,7 @@ def _complete(
     schema = policy.tools.get(buffer.name) if policy.tools is not None else None
     if schema is not None and policy.validate_arguments:
         _validate(buffer, parsed, schema, finish_reason)
-    return ToolCall(
+    return new_tool_call(
         buffer.index,
         call_id,
         buffer.name,
@@ -482,7 +490,7 @@ def build_turns(
                 0, "", buffer.name, buffer.arguments, _parse(buffer, policy, choice.finish_reason)
             )
     return tuple(
-        AssistantTurn(
+        new_turn(
             content=choice.content,
             tool_calls=tuple(by_choice.get(choice.index, ())),
             finish_reason=choice.finish_reason,

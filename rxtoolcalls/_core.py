@@ -53,6 +53,9 @@ from ._types import (
     ToolCallBuffer,
     ToolCallStarted,
     Wire,
+    new_buffer,
+    new_choice_end,
+    new_started,
 )
 
 __all__ = ["Call", "Core", "as_dict", "attr", "event_dict", "extra", "get"]
@@ -189,7 +192,7 @@ class Call:
 
     def buffer(self, text: io.StringIO | None = None) -> ToolCallBuffer:
         """The pieces received so far (in ``text``, or kept here), joined once, at the end."""
-        return ToolCallBuffer(
+        return new_buffer(
             self.choice_index,
             self.index,
             self.id,
@@ -241,7 +244,7 @@ class _Choice:
         self.items: tuple[dict[str, Any] | CallItem, ...] = ()
 
     def end(self) -> ChoiceEnd:
-        return ChoiceEnd(
+        return new_choice_end(
             self.index,
             None if self.content is None else self.content.getvalue(),
             None if self.refusal is None else self.refusal.getvalue(),
@@ -896,7 +899,7 @@ class Core(_Calls):
         self._named += 1
         if not self._announce:
             return None
-        return ToolCallStarted(call.index, call.id, name, self._named, call.choice_index)
+        return new_started(call.index, call.id, name, self._named, call.choice_index)
 
     def _unknown(self, call: Call) -> UnknownToolError:
         tools = sorted(self._policy.tools or ())

@@ -45,7 +45,7 @@ from typing import Any
 from .._core import _NO_EVENTS, Call, Core, _Choice, as_dict, attr
 from .._errors import MalformedChunkError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
-from .._types import CallItem, ToolCall, ToolCallStarted
+from .._types import CallItem, ToolCall, ToolCallStarted, new_call_item
 
 __all__ = ["GeminiReader", "identifies", "new_call_id"]
 
@@ -283,7 +283,7 @@ class _Parts(Core):
         call.closed = False
         candidate.calls += 1
         shown = {k: v for k, v in part.items() if k != "functionCall"} if len(part) > 1 else {}
-        candidate.parts.append(CallItem(call.index, _render_call(shown, given is not None)))
+        candidate.parts.append(new_call_item(call.index, _render_call(shown, given is not None)))
         started = self._name_known(call)
         args = function_call.get("args")
         if args is not None:
@@ -398,7 +398,7 @@ class _Parts(Core):
         extra = {k: v for k, v in part.items() if k != "functionCall"}
         for at, item in enumerate(candidate.parts):
             if isinstance(item, CallItem) and item.index == call.index:
-                candidate.parts[at] = CallItem(call.index, _signed(extra, item.render))
+                candidate.parts[at] = new_call_item(call.index, _signed(extra, item.render))
                 return
 
     def _close_call(self, candidate: _Candidate, call: Call) -> None:
