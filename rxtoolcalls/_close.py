@@ -28,8 +28,9 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any
 
 from ._errors import (
@@ -47,7 +48,15 @@ from ._errors import (
     excerpt,
 )
 from ._policy import DEFAULT, Policy, PolicyName, named_policy
-from ._types import AssistantTurn, CallItem, StreamEnd, ToolCall, ToolCallBuffer
+from ._types import (
+    AssistantTurn,
+    CallItem,
+    StreamEnd,
+    ToolCall,
+    ToolCallBuffer,
+    new_tool_call,
+    new_turn,
+)
 
 __all__ = ["build_turns", "check_finish", "every_turn", "resolve_policy", "single_turn"]
 
@@ -76,6 +85,11 @@ def _at_buffer(buffer: ToolCallBuffer, finish_reason: str | None) -> dict[str, A
     }
 
 
+# Sort keys read in C: a lambda per call costs more than the comparison.
+_ORDER = attrgetter("choice_index", "index", "order")
+_LAST = attrgetter("index", "order")
+
+
 def check_finish(
     end: StreamEnd, calls: Sequence[ToolCallBuffer], policy: Policy = DEFAULT
 ) -> StreamEnd:
@@ -92,7 +106,7 @@ def check_finish(
         mine = [c for c in calls if c.choice_index == choice.index and not c.server]
         if choice.function_call is not None:
             mine.append(choice.function_call)
-        last = max(mine, key=lambda c: (c.index, c.order)) if mine else None
+        last = max(mine, key=_LAST) if mine else None
         about: dict[str, Any] = {
             "choice_index": choice.index,
             "finish_reason": said,
@@ -284,7 +298,7 @@ def _depth(value: object, limit: int) -> bool:
 def _parse(buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None) -> dict[str, Any]:
     text = buffer.arguments
     # The messages are built only on failure: on success this is one decode per call.
-    if not text.strip():
+    if not text or text.isspace():
         raise InvalidArgumentsError(
             f"{_where_buffer(buffer)}: no arguments were sent "
             f"(a call without parameters must send '{{}}')",
@@ -349,7 +363,11 @@ def _parse(buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None) ->
 
 
 def _complete(
-    buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None, count: Callable[[str], None]
+    buffer: ToolCallBuffer,
+    policy: Policy,
+    finish_reason: str | None,
+    count: Callable[[str], None],
+    parsed: dict[str, Any] | None = None,
 ) -> ToolCall:
     if buffer.name is None:
         raise MalformedChunkError(
@@ -377,14 +395,15 @@ def _complete(
         call_id = f"call_rx_{buffer.choice_index}_{buffer.index}_{buffer.order}"
     if not buffer.json:
         # Free-form input (Responses custom tools): the text is the payload, never parsed.
-        return ToolCall(
+        return new_tool_call(
             buffer.index, call_id, buffer.name, buffer.arguments, {}, "custom", buffer.item_id
         )
-    parsed = _parse(buffer, policy, finish_reason)
+    if parsed is None:
+        parsed = _parse(buffer, policy, finish_reason)
     schema = policy.tools.get(buffer.name) if policy.tools is not None else None
     if schema is not None and policy.validate_arguments:
         _validate(buffer, parsed, schema, finish_reason)
-    return ToolCall(
+    return new_tool_call(
         buffer.index,
         call_id,
         buffer.name,
@@ -433,9 +452,16 @@ def _schema_failure(error: Any) -> str:
 
 
 def build_turns(
-    buffers: Sequence[ToolCallBuffer], end: StreamEnd, policy: Policy = DEFAULT
+    buffers: Sequence[ToolCallBuffer],
+    end: StreamEnd,
+    policy: Policy = DEFAULT,
+    known: Mapping[tuple[int, int, int], dict[str, Any]] | None = None,
 ) -> tuple[AssistantTurn, ...]:
-    """Parse every buffer once and build one turn per choice (rules 4-5), or raise."""
+    """Parse every buffer once and build one turn per choice (rules 4-5), or raise.
+
+    ``known``: values that parsing some buffers' arguments gives, by (choice index, index,
+    order), from the reader that wrote those arguments; they are taken instead.
+    """
     normalizations = dict(end.normalizations)
 
     def count(name: str) -> None:
@@ -444,8 +470,9 @@ def build_turns(
     finish = {choice.index: choice.finish_reason for choice in end.choices}
     by_choice: dict[int, list[ToolCall]] = {}
     built: dict[tuple[int, int], ToolCall] = {}
-    for buffer in sorted(buffers, key=lambda b: (b.choice_index, b.index, b.order)):
-        call = _complete(buffer, policy, finish.get(buffer.choice_index), count)
+    for buffer in sorted(buffers, key=_ORDER):
+        parsed = known.get((buffer.choice_index, buffer.index, buffer.order)) if known else None
+        call = _complete(buffer, policy, finish.get(buffer.choice_index), count, parsed)
         built[buffer.choice_index, buffer.index] = call
         if not buffer.server:
             by_choice.setdefault(buffer.choice_index, []).append(call)
@@ -463,7 +490,7 @@ def build_turns(
                 0, "", buffer.name, buffer.arguments, _parse(buffer, policy, choice.finish_reason)
             )
     return tuple(
-        AssistantTurn(
+        new_turn(
             content=choice.content,
             tool_calls=tuple(by_choice.get(choice.index, ())),
             finish_reason=choice.finish_reason,

@@ -36,7 +36,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from ._close import _where, build_turns, check_finish, every_turn
+from ._close import _ORDER, _where, build_turns, check_finish, every_turn
 from ._errors import (
     LimitExceededError,
     MalformedChunkError,
@@ -53,6 +53,9 @@ from ._types import (
     ToolCallBuffer,
     ToolCallStarted,
     Wire,
+    new_buffer,
+    new_choice_end,
+    new_started,
 )
 
 __all__ = ["Call", "Core", "as_dict", "attr", "event_dict", "extra", "get"]
@@ -81,6 +84,38 @@ def _unpack(call: Call) -> None:
     call.sink = call.text.write
 
 
+def _json_writer() -> Callable[[object], str]:
+    """``json.dumps(value, ensure_ascii=False, allow_nan=False)``, its C encoder made once.
+
+    ``json.dumps`` makes that encoder anew for each value: half the cost of writing a small
+    object (one per call sent whole). Without circular-reference markers, which a failed
+    write would leave behind, a cycle is a ``RecursionError``, as deep nesting is.
+    """
+    encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+    plain = encoder.encode
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return plain
+    try:
+        # The arguments JSONEncoder.iterencode passes it for these options.
+        encode = make(
+            None, encoder.default, json.encoder.encode_basestring,
+            None, ": ", ", ", False, False, False,
+        )  # fmt: skip
+        probe = {"a": [1, 2.5, None, True, "\u00e9"]}
+        if "".join(encode(probe, 0)) != plain(probe):
+            return plain
+    except Exception:  # noqa: BLE001 - another interpreter's encoder: the plain one serves
+        return plain
+    join = "".join
+
+    def write(value: object) -> str:
+        return join(encode(value, 0))
+
+    return write
+
+
+_WRITE_JSON = _json_writer()
 _ABSENT = object()
 # Characters a call may take on the fast path between two exact limit checks. A grant is
 # reserved from the turn's budget, so the fast path updates one counter per piece.
@@ -114,6 +149,7 @@ class Call:
         "object_payload",
         "order",
         "packed",
+        "parsed",
         "room",
         "seen",
         "server",
@@ -152,6 +188,8 @@ class Call:
         # that lets the final value win).
         self.final: str | None = None
         self.item_id: str | None = None
+        # The arguments parsed already: a copy of the object they were written from.
+        self.parsed: dict[str, Any] | None = None
         self.server = False
         self.json = True
         # Arguments set by path (rule 8), until ``close_paths`` writes them as text.
@@ -178,7 +216,7 @@ class Call:
 
     def buffer(self, text: io.StringIO | None = None) -> ToolCallBuffer:
         """The pieces received so far (in ``text``, or kept here), joined once, at the end."""
-        return ToolCallBuffer(
+        return new_buffer(
             self.choice_index,
             self.index,
             self.id,
@@ -230,7 +268,7 @@ class _Choice:
         self.items: tuple[dict[str, Any] | CallItem, ...] = ()
 
     def end(self) -> ChoiceEnd:
-        return ChoiceEnd(
+        return new_choice_end(
             self.index,
             None if self.content is None else self.content.getvalue(),
             None if self.refusal is None else self.refusal.getvalue(),
@@ -326,7 +364,7 @@ def event_dict(event: object, what: str) -> dict[str, Any]:
 def _object_text(call: Call, value: dict[str, Any]) -> str:
     """Arguments sent as an object, as the strict JSON text the core keeps."""
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+        return _WRITE_JSON(value)
     except (TypeError, ValueError, RecursionError) as exc:
         # An int past 4300 digits, NaN, a nesting too deep to write.
         raise MalformedChunkError(
@@ -334,6 +372,42 @@ def _object_text(call: Call, value: dict[str, Any]) -> str:
             f"cannot be written as JSON ({type(exc).__name__})",
             **_at(call),
         ) from exc
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+_COPY_DEPTH = 32
+
+
+def _copied(value: object, room: int) -> Any:
+    """``value`` as parsing its JSON text gives it (new containers), or ``_ABSENT``.
+
+    Only JSON's own types are copied: anything else (a tuple, a subclass, a key that is not
+    a ``str``) or containers nested deeper than ``room`` more levels is ``_ABSENT``, and
+    left to the parse at the close, which gives the exact result or error.
+    """
+    if room <= 0:
+        return _ABSENT
+    if type(value) is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                return _ABSENT
+            if type(item) not in _LEAVES:
+                item = _copied(item, room - 1)
+                if item is _ABSENT:
+                    return _ABSENT
+            out[key] = item
+        return out
+    if type(value) is list:
+        items: list[Any] = []
+        for item in value:
+            if type(item) not in _LEAVES:
+                item = _copied(item, room - 1)
+                if item is _ABSENT:
+                    return _ABSENT
+            items.append(item)
+        return items
+    return _ABSENT
 
 
 def _at(call: Call) -> dict[str, Any]:
@@ -350,6 +424,7 @@ class _State:
     """What a turn holds besides its calls' pieces: choices, text, counts, error reporting."""
 
     __slots__ = (
+        "_announce",
         "_budget",
         "_calls0",
         "_choices",
@@ -380,6 +455,8 @@ class _State:
         on_error: Callable[[Exception], None] | None = None,
     ) -> None:
         self._policy = policy
+        # False where nobody reads the start events feed returns (``assemble()``).
+        self._announce = True
         self._choices: dict[int, _Choice] = {}
         # Choice 0's calls, read directly by the fast path (nearly every stream has one choice).
         self._calls0: dict[int, Call] = {}
@@ -762,7 +839,9 @@ class _Calls(_State):
     def set_object_arguments(self, call: Call, value: dict[str, Any]) -> None:
         """Take arguments the wire sends whole, as an object (Gemini ``args``).
 
-        Written once as strict JSON, which then takes the limits like any piece.
+        Written once as strict JSON, which then takes the limits like any piece. Where the
+        object holds JSON's own types alone, a copy of it is the parsed value, and the text
+        is not parsed again at the close.
         """
         if call.size or call.tree is not None or call.final is not None:
             raise MalformedChunkError(
@@ -771,6 +850,12 @@ class _Calls(_State):
                 **_at(call),
             )
         self._piece(self._choices[call.choice_index], call, _object_text(call, value))
+        if self._keep:
+            # Deeper objects are parsed (a copy this deep would recurse far), as are those
+            # past max_depth: the parse gives the error.
+            parsed = _copied(value, min(self._policy.limits.max_depth, _COPY_DEPTH))
+            if parsed is not _ABSENT:
+                call.parsed = parsed
 
     def close_paths(self, call: Call) -> None:
         """Write the values set by path as the call's arguments (``{}`` when none were)."""
@@ -838,7 +923,9 @@ class Core(_Calls):
             return None
         call.announced = True
         self._named += 1
-        return ToolCallStarted(call.index, call.id, name, self._named, call.choice_index)
+        if not self._announce:
+            return None
+        return new_started(call.index, call.id, name, self._named, call.choice_index)
 
     def _unknown(self, call: Call) -> UnknownToolError:
         tools = sorted(self._policy.tools or ())
@@ -860,7 +947,7 @@ class Core(_Calls):
 
     def calls(self) -> list[Call]:
         """Every call opened so far, ordered by (choice index, index, order of opening)."""
-        return sorted(self._all_calls(), key=lambda c: (c.choice_index, c.index, c.order))
+        return sorted(self._all_calls(), key=_ORDER)
 
     def end(self) -> StreamEnd:
         """The per-choice text and finish state, ordered by choice index, and the usage."""
@@ -884,6 +971,11 @@ class Core(_Calls):
             raise RuntimeError("close() was already called: an Assembler reads one turn")
         self._closed = True
         self.stop()
-        buffers = [call.buffer() for call in self.calls()]
+        calls = self.calls()
+        buffers = [call.buffer() for call in calls]
         end = check_finish(self.end(), buffers, self._policy)
-        return every_turn(build_turns(buffers, end, self._policy))
+        # Arguments this reader wrote from an object it copied need no parse.
+        known = {
+            (c.choice_index, c.index, c.order): c.parsed for c in calls if c.parsed is not None
+        }
+        return every_turn(build_turns(buffers, end, self._policy, known))

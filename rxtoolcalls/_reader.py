@@ -121,6 +121,7 @@ class _Detecting(ChatReader):
             return ChatReader._feed(self, event)
         # Errors of the delegate reach this reader's own reporting (it has no on_error).
         delegate = self._delegate = _make(wire, self._policy, *self._parts, None)
+        delegate._announce = self._announce
         # Chat's fast path would fail on every event of another wire: skip it, and call the
         # delegate's feed (its own fast path) with nothing in between.
         self._fast = False
@@ -180,11 +181,19 @@ def reader(
     on_open: Callable[[Call], None] | None = None,
     keep_arguments: bool = True,
     on_error: Callable[[Exception], None] | None = None,
+    announce: bool = True,
 ) -> Core:
-    """A reader for one stream: of ``wire``, or of the wire its first identifying event shows."""
-    if wire is None:
-        return _Detecting(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
-    return _make(wire, policy, on_open, keep_arguments, on_error)
+    """A reader for one stream: of ``wire``, or of the wire its first identifying event shows.
+
+    ``announce=False``: ``feed`` returns no start events (for callers that never read them).
+    """
+    made = (
+        _Detecting(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
+        if wire is None
+        else _make(wire, policy, on_open, keep_arguments, on_error)
+    )
+    made._announce = announce
+    return made
 
 
 class Assembler:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypeAlias
 
 __all__ = [
@@ -400,3 +400,29 @@ class StreamEnd:
     usage: dict[str, Any] | None
     normalizations: dict[str, int] = field(default_factory=dict)
     wire: Wire = "chat"
+
+
+def _direct(cls: type) -> Callable[..., Any]:
+    """``cls(...)`` for a frozen, slotted dataclass, every field given, at half the cost.
+
+    The slots are set directly: a frozen dataclass's ``__init__`` calls ``object.__setattr__``
+    per field, and these values are made once per call or turn. Fields go by name or in order.
+    """
+    names = [f.name for f in fields(cls)]
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    lines = [f"def make({', '.join(names)}):", "    obj = _new(_cls)"]
+    for at, name in enumerate(names):
+        namespace[f"_set{at}"] = cls.__dict__[name].__set__
+        lines.append(f"    _set{at}(obj, {name})")
+    lines.append("    return obj")
+    exec("\n".join(lines), namespace)
+    make: Callable[..., Any] = namespace["make"]
+    return make
+
+
+new_tool_call: Callable[..., ToolCall] = _direct(ToolCall)
+new_buffer: Callable[..., ToolCallBuffer] = _direct(ToolCallBuffer)
+new_call_item: Callable[..., CallItem] = _direct(CallItem)
+new_started: Callable[..., ToolCallStarted] = _direct(ToolCallStarted)
+new_turn: Callable[..., AssistantTurn] = _direct(AssistantTurn)
+new_choice_end: Callable[..., ChoiceEnd] = _direct(ChoiceEnd)

@@ -185,8 +185,8 @@ def _answered(messages: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str
 
 
 def _answered_key(call: ToolCall, wire: Wire) -> tuple[str, str, str]:
-    """The key ``_answered`` gives the answer to ``call`` (Anthropic inputs by value)."""
-    if wire == "anthropic":
+    """The key ``_answered`` gives the answer to ``call`` (Anthropic, Gemini inputs by value)."""
+    if wire in ("anthropic", "gemini"):
         return (call.id, call.name, canonical_arguments(call.parsed_arguments))
     return (call.id, call.name, call.arguments)
 

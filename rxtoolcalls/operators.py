@@ -407,7 +407,7 @@ def _fused(
     """The four operators as one stage: the same rules, one subscription, no inner streams."""
 
     def make(observer: abc.ObserverBase[Any], fail: Fail) -> Stage[Chunk]:
-        reader = TurnReader(policy, wire=wire, on_error=fail)
+        reader = TurnReader(policy, wire=wire, on_error=fail, announce=False)
 
         def on_completed() -> None:
             observer.on_next(emit(reader.close_choices()))

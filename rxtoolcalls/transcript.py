@@ -10,6 +10,9 @@ The shape is read from the messages themselves:
   of the model's output items (reasoning, messages, calls, server items) between inputs.
 - Anthropic Messages: an assistant message's ``tool_use`` blocks are answered by
   ``tool_result`` blocks (``tool_use_id``) in the user message right after it.
+- Gemini: a ``model`` content's ``functionCall`` parts are answered by the
+  ``functionResponse`` parts of the content right after it: by ``id`` where the answer
+  quotes one, else by ``name``, in order.
 
 A transcript holding markers of two shapes is a ``ValueError``; one with none is read as Chat.
 """
@@ -53,6 +56,10 @@ def transcript_wire(messages: Messages) -> Wire:
             found.setdefault("chat", position)
         elif any(b.get("type") in ("tool_use", "tool_result") for b in _blocks(message)):
             found.setdefault("anthropic", position)
+        elif message.get("role") == "model" or any(
+            "functionCall" in p or "functionResponse" in p for p in _parts(message)
+        ):
+            found.setdefault("gemini", position)
     if len(found) > 1:
         shown = ", ".join(f"{wire} (message {position})" for wire, position in found.items())
         raise ValueError(f"the messages mix the shapes of several wires: {shown}")
@@ -63,11 +70,18 @@ def find_unanswered(messages: Messages) -> list[tuple[int, list[str]]]:
     """Each turn (by position) whose calls lack answers, with the ids of those calls.
 
     Chat and Anthropic: the assistant message's position. Responses: the position of the
-    first item of the turn's run of output items.
+    first item of the turn's run of output items. Gemini: the model content's position, and
+    each call's id, or its name where the model sent no id.
     """
     wire = transcript_wire(messages)
     if wire == "responses":
         return [(start, missing) for start, _, _, missing in _responses_turns(messages) if missing]
+    if wire == "gemini":
+        return [
+            (position, [call_id or name for name, call_id, _ in missing])
+            for position, _, missing in _gemini_turns(messages)
+            if missing
+        ]
     if wire == "anthropic":
         return [
             (position, missing)
@@ -84,8 +98,9 @@ def repair_transcript(
 
     A turn whose calls lack answers (someone appended it, then stopped) is dropped with its
     partial answers (``mode="drop"``), or its missing answers are filled with ``CANCELLED``
-    (``mode="cancel"``; Anthropic marks them ``is_error``). Answers to no call are dropped in
-    both modes. Valid transcripts come back unchanged.
+    (``mode="cancel"``; Anthropic marks them ``is_error``, Gemini answers
+    ``{"error": CANCELLED}``, with all the turn's answers in call order in one content).
+    Answers to no call are dropped in both modes. Valid transcripts come back unchanged.
 
     >>> broken = [{"role": "user", "content": "hi"},
     ...           {"role": "assistant", "content": None,
@@ -103,19 +118,25 @@ def repair_transcript(
         return _responses_repair(messages, mode)
     if wire == "anthropic":
         return _anthropic_repair(messages, mode)
+    if wire == "gemini":
+        return _gemini_repair(messages, mode)
     return _chat_repair(messages, mode)
 
 
 def answered_calls(messages: Messages) -> dict[tuple[str, str, str], object]:
     """The answers already in a transcript, by the (id, name, arguments) of the call.
 
-    Anthropic arguments are the input as canonical JSON (``canonical_arguments``).
+    Anthropic and Gemini arguments are the input as canonical JSON (``canonical_arguments``).
+    A Gemini answer is its ``response``, or the ``output`` it holds alone; only calls with an
+    id are listed (another turn's call cannot be told apart from them without one).
     """
     wire = transcript_wire(messages)
     if wire == "responses":
         return _responses_answered(messages)
     if wire == "anthropic":
         return _anthropic_answered(messages)
+    if wire == "gemini":
+        return _gemini_answered(messages)
     return _chat_answered(messages)
 
 
@@ -421,4 +442,187 @@ def _anthropic_answered(messages: Messages) -> dict[tuple[str, str, str], object
             elif kind == "tool_result" and _text(block.get("tool_use_id")) in asked:
                 call_id = block["tool_use_id"]
                 answers[(call_id, *asked[call_id])] = block.get("content")
+    return answers
+
+
+# -- Gemini ---------------------------------------------------------------------------------
+
+# A call of a model content: its name, its id (None: the model sent none), its part.
+_GeminiCall = tuple[str, str | None, Mapping[str, Any]]
+
+
+def _parts(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        return []
+    return [part for part in parts if isinstance(part, Mapping)]
+
+
+def _is_model(message: Mapping[str, Any] | None) -> bool:
+    return message is not None and message.get("role") == "model"
+
+
+def _function_calls(message: Mapping[str, Any]) -> list[_GeminiCall]:
+    """The calls of a model content, in order."""
+    if not _is_model(message):
+        return []
+    calls: list[_GeminiCall] = []
+    for part in _parts(message):
+        call = part.get("functionCall")
+        if isinstance(call, Mapping) and isinstance(call.get("name"), str):
+            calls.append((call["name"], _text(call.get("id")) or None, call))
+    return calls
+
+
+def _response_of(part: object) -> Mapping[str, Any] | None:
+    """The ``functionResponse`` a part holds, if it is one."""
+    if not isinstance(part, Mapping):
+        return None
+    response = part.get("functionResponse")
+    return response if isinstance(response, Mapping) else None
+
+
+def _match(calls: Sequence[_GeminiCall], parts: Sequence[object]) -> dict[int, int]:
+    """Which part answers which call: {call position: part position}.
+
+    An answer quoting an id takes the call with that id; one without takes the first call
+    of its name not yet answered. A second answer to a call, or one to no call, takes none.
+    """
+    by_id: dict[str, int] = {}
+    for at, (_, call_id, _) in enumerate(calls):
+        if call_id is not None:
+            by_id.setdefault(call_id, at)
+    taken: dict[int, int] = {}
+    for at, part in enumerate(parts):
+        response = _response_of(part)
+        call_id = None if response is None else _text(response.get("id")) or None
+        if call_id is not None:
+            found = by_id.get(call_id)
+            if found is not None and found not in taken:
+                taken[found] = at
+    for at, part in enumerate(parts):
+        response = _response_of(part)
+        if response is None or _text(response.get("id")):
+            continue
+        name = _text(response.get("name"))
+        for found, (call_name, _, _) in enumerate(calls):
+            if call_name == name and found not in taken:
+                taken[found] = at
+                break
+    return taken
+
+
+def _answering(messages: Messages, position: int) -> Mapping[str, Any] | None:
+    """The content after the model content at ``position``, if it can answer it."""
+    following = messages[position + 1] if position + 1 < len(messages) else None
+    if following is None or _is_model(following) or not isinstance(following.get("parts"), list):
+        return None
+    return following
+
+
+def _answer_parts(message: Mapping[str, Any] | None) -> list[object]:
+    parts = None if message is None else message.get("parts")
+    return parts if isinstance(parts, list) else []
+
+
+def _gemini_turns(messages: Messages) -> list[tuple[int, dict[int, int], list[_GeminiCall]]]:
+    """Each model content with calls: position, which parts answer them, the calls unanswered."""
+    turns = []
+    for position, message in enumerate(messages):
+        calls = _function_calls(message)
+        if calls:
+            taken = _match(calls, _answer_parts(_answering(messages, position)))
+            missing = [call for at, call in enumerate(calls) if at not in taken]
+            turns.append((position, taken, missing))
+    return turns
+
+
+def _cancelled_response(call: _GeminiCall) -> dict[str, Any]:
+    name, call_id, _ = call
+    answer: dict[str, Any] = {"name": name}
+    if call_id is not None:
+        answer["id"] = call_id
+    answer["response"] = {"error": CANCELLED}
+    return {"functionResponse": answer}
+
+
+def _gemini_answers_only(
+    message: Mapping[str, Any], calls: Sequence[_GeminiCall], fill: bool
+) -> dict[str, Any] | None:
+    """A content with its answers to ``calls`` kept once; with ``fill``, every call answered.
+
+    Filled answers are all the calls', in call order, where the first answer was (Gemini
+    wants a turn's answers together). ``None`` when nothing is left of it.
+    """
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        return dict(message)
+    taken = _match(calls, parts)
+    answers = set(taken.values())
+    kept: list[Any] = []
+    block: int | None = None
+    for at, part in enumerate(parts):
+        if _response_of(part) is None:
+            kept.append(part)
+            continue
+        if block is None:
+            block = len(kept)
+        if at in answers and not fill:
+            kept.append(dict(part))
+        # else: an answer to no call of the turn before (the API refuses it), or one
+        # that the filled block below puts in its call's place
+    if fill:
+        ordered = [
+            dict(parts[taken[at]]) if at in taken else _cancelled_response(call)
+            for at, call in enumerate(calls)
+        ]
+        at = 0 if block is None else block
+        kept[at:at] = ordered
+    if parts and not kept:
+        return None
+    return {**message, "parts": kept}
+
+
+def _gemini_repair(messages: Messages, mode: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    calls: list[_GeminiCall] = []
+    fill = False
+    for position, message in enumerate(messages):
+        if not _is_model(message):
+            answered = _gemini_answers_only(message, calls, fill)
+            calls, fill = [], False
+            if answered is not None:
+                out.append(answered)
+            continue
+        found = _function_calls(message)
+        following = _answering(messages, position)
+        calls, fill = [], False
+        if found:
+            taken = _match(found, _answer_parts(following))
+            if len(taken) < len(found) and mode == "drop":
+                continue  # with no calls wanted, the next content's answers to it go too
+            calls, fill = found, len(taken) < len(found)
+        out.append(dict(message))
+        if fill and following is None:
+            out.append({"role": "user", "parts": [_cancelled_response(c) for c in calls]})
+            calls, fill = [], False
+    return out
+
+
+def _gemini_answered(messages: Messages) -> dict[tuple[str, str, str], object]:
+    answers: dict[tuple[str, str, str], object] = {}
+    for position, message in enumerate(messages):
+        calls = _function_calls(message)
+        if not calls:
+            continue
+        parts = _answer_parts(_answering(messages, position))
+        for at, part_at in _match(calls, parts).items():
+            name, call_id, call = calls[at]
+            response = _response_of(parts[part_at])
+            if call_id is None or response is None:
+                continue
+            value = response.get("response")
+            if isinstance(value, Mapping) and set(value) == {"output"}:
+                value = value["output"]
+            answers[(call_id, name, canonical_arguments(call.get("args", {})))] = value
     return answers

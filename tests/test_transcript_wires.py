@@ -1,4 +1,4 @@
-"""find_unanswered and repair_transcript on the Responses and Anthropic shapes."""
+"""find_unanswered and repair_transcript on the Responses, Anthropic and Gemini shapes."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from rxtoolcalls.transcript import (
     repair_transcript,
     transcript_wire,
 )
-from tests.wire_builders import load_wire, r_fc_item
+from tests.wire_builders import g_call, g_response, g_stop, load_wire, r_fc_item
 
 Item = dict[str, Any]
 USER: Item = {"role": "user", "content": "weather in Paris and Rome?"}
@@ -202,6 +202,145 @@ def test_anthropic_valid_transcript_from_the_loop_is_unchanged() -> None:
     assert find_unanswered(server_only) == []
 
 
+# -- Gemini ---------------------------------------------------------------------------------
+
+G_USER: Item = {"role": "user", "parts": [{"text": "weather in Paris and Rome?"}]}
+
+
+def g_call_part(name: str, call_id: str | None = None) -> Item:
+    call: Item = {"name": name, "args": {"city": name}}
+    if call_id is not None:
+        call["id"] = call_id
+    return {"functionCall": call}
+
+
+def g_answer(name: str, call_id: str | None = None, output: str = "sunny") -> Item:
+    answer: Item = {"name": name}
+    if call_id is not None:
+        answer["id"] = call_id
+    answer["response"] = {"output": output}
+    return {"functionResponse": answer}
+
+
+def g_cancelled(name: str, call_id: str | None = None) -> Item:
+    answer: Item = {"name": name}
+    if call_id is not None:
+        answer["id"] = call_id
+    answer["response"] = {"error": CANCELLED}
+    return {"functionResponse": answer}
+
+
+def gemini_broken() -> list[Item]:
+    """Turn 1 (no ids) answered; turn 2 (ids b, c) has the answer to c only, then text."""
+    return [
+        G_USER,
+        {"role": "model", "parts": [{"text": "Looking."}, g_call_part("paris")]},
+        {"role": "user", "parts": [g_answer("paris")]},
+        {"role": "model", "parts": [g_call_part("rome", "b"), g_call_part("oslo", "c")]},
+        {"role": "user", "parts": [g_answer("oslo", "c"), {"text": "and?"}]},
+    ]
+
+
+def test_gemini_shape_is_detected() -> None:
+    assert transcript_wire(gemini_broken()) == "gemini"
+    assert transcript_wire([G_USER, {"role": "model", "parts": [{"text": "Hi."}]}]) == "gemini"
+    assert transcript_wire([G_USER]) == "chat"  # nothing to tell: read as Chat, unchanged
+    assert repair_transcript([G_USER], "cancel") == [G_USER]
+
+
+def test_gemini_unanswered_calls_by_id_else_by_name_in_order() -> None:
+    assert find_unanswered(gemini_broken()) == [(3, ["b"])]
+    # Without ids, answers go to the calls of their name in order: the second f is open.
+    twice = [
+        G_USER,
+        {"role": "model", "parts": [g_call_part("f"), g_call_part("g"), g_call_part("f")]},
+        {"role": "user", "parts": [g_answer("g"), g_answer("f")]},
+    ]
+    assert find_unanswered(twice) == [(1, ["f"])]
+    both_f = [*twice[:2], {"role": "user", "parts": [g_answer("f"), g_answer("f")]}]
+    assert find_unanswered(both_f) == [(1, ["g"])]
+    # An answer quoting another id answers nothing, whatever its name.
+    wrong = [G_USER, {"role": "model", "parts": [g_call_part("f", "x")]}]
+    assert find_unanswered([*wrong, {"role": "user", "parts": [g_answer("f", "y")]}]) == [
+        (1, ["x"])
+    ]
+    # The answers must be in the very next content.
+    late = [
+        G_USER,
+        {"role": "model", "parts": [g_call_part("f", "a")]},
+        {"role": "model", "parts": [{"text": "hm"}]},
+        {"role": "user", "parts": [g_answer("f", "a")]},
+    ]
+    assert find_unanswered(late) == [(1, ["a"])]
+
+
+def test_gemini_drop_removes_the_turn_and_its_answers_keeps_the_text() -> None:
+    repaired = repair_transcript(gemini_broken())
+    assert repaired == [*gemini_broken()[:3], {"role": "user", "parts": [{"text": "and?"}]}]
+    assert find_unanswered(repaired) == []
+
+
+def test_gemini_cancel_puts_every_answer_in_call_order_in_one_content() -> None:
+    repaired = repair_transcript(gemini_broken(), "cancel")
+    assert repaired[:4] == gemini_broken()[:4]
+    assert repaired[4] == {
+        "role": "user",
+        "parts": [g_cancelled("rome", "b"), g_answer("oslo", "c"), {"text": "and?"}],
+    }
+    assert len(repaired) == 5
+    assert find_unanswered(repaired) == []
+
+
+def test_gemini_cancel_at_the_end_adds_a_user_content() -> None:
+    messages = [G_USER, {"role": "model", "parts": [g_call_part("f"), g_call_part("g", "i")]}]
+    assert find_unanswered(messages) == [(1, ["f", "i"])]
+    assert repair_transcript(messages) == [G_USER]
+    assert repair_transcript(messages, "cancel") == [
+        *messages,
+        {"role": "user", "parts": [g_cancelled("f"), g_cancelled("g", "i")]},
+    ]
+    # A content without parts right after the calls answers nothing: the answers go before it.
+    odd = {"role": "user"}
+    assert repair_transcript([*messages, odd], "cancel") == [
+        *messages,
+        {"role": "user", "parts": [g_cancelled("f"), g_cancelled("g", "i")]},
+        odd,
+    ]
+
+
+def test_gemini_answers_to_no_call_and_second_answers_are_dropped() -> None:
+    messages = [
+        G_USER,
+        {"role": "model", "parts": [{"text": "Hi."}]},
+        {"role": "user", "parts": [g_answer("ghost")]},
+        {"role": "model", "parts": [g_call_part("f", "a")]},
+        {"role": "user", "parts": [g_answer("f", "a"), g_answer("f", "a", "again")]},
+    ]
+    assert repair_transcript(messages) == [
+        *messages[:2],
+        *messages[3:4],
+        {"role": "user", "parts": [g_answer("f", "a")]},
+    ]
+
+
+def test_gemini_valid_transcript_from_the_loop_is_unchanged() -> None:
+    for events in (
+        load_wire("gemini", "pydantic-ai__whole_call_with_id_gemini3_flash"),
+        load_wire("gemini", "vercel-ai__partial_args_parallel_and_no_args"),
+        [g_response(g_call("f", {"a": 1}), g_call("f", {"a": 2})), g_stop()],
+    ):
+        turn = turn_of(events)
+        results: list[object] = [ValueError("no rate"), *range(len(turn.tool_calls) - 1)]
+        messages = [G_USER, *turn.exchange(results)]
+        assert find_unanswered(messages) == []
+        assert repair_transcript(messages) == messages
+        assert repair_transcript(messages, "cancel") == messages
+        # Cut after the turn (someone appended it, then stopped): it goes, signatures and all.
+        cut = [G_USER, turn.to_message()]
+        assert len(find_unanswered(cut)[0][1]) == len(turn.tool_calls)
+        assert repair_transcript(cut) == [G_USER]
+
+
 # -- shape errors ---------------------------------------------------------------------------
 
 
@@ -250,6 +389,16 @@ def render(wire: str, rounds: list[Round]) -> list[Item]:
             if orphan:
                 out.append(r_output(stray))
             out.append({"role": "user", "content": "next"})
+        elif wire == "gemini":
+            # Every other call has no id (Gemini 2.5 sends none): those match by name.
+            named = [(f"f{i % 2}", None if i % 2 else call_id) for i, call_id in enumerate(ids)]
+            out.append(
+                {"role": "model", "parts": [{"text": "t"}, *(g_call_part(*c) for c in named)]}
+            )
+            answers = [g_answer(*c) for c, yes in zip(named, answered, strict=True) if yes]
+            if orphan:
+                answers.insert(0, g_answer("f0", stray))
+            out.append({"role": "user", "parts": [*answers, {"text": "next"}]})
         else:
             out.append(
                 {
@@ -268,7 +417,7 @@ rounds_strategy = st.lists(
 
 
 @settings(max_examples=200, deadline=None)
-@given(wire=st.sampled_from(["chat", "responses", "anthropic"]), rounds=rounds_strategy)
+@given(wire=st.sampled_from(["chat", "responses", "anthropic", "gemini"]), rounds=rounds_strategy)
 def test_any_repair_leaves_nothing_unanswered_and_is_stable(wire: str, rounds: list[Round]) -> None:
     messages = render(wire, rounds)
     found = find_unanswered(messages)
@@ -294,6 +443,8 @@ def calls_in(wire: str, messages: list[Item]) -> int:
         return sum(len(m.get("tool_calls") or ()) for m in messages)
     if wire == "responses":
         return sum(m.get("type") == "function_call" for m in messages)
+    if wire == "gemini":
+        return sum("functionCall" in p for m in messages for p in m.get("parts") or ())
     return sum(
         b.get("type") == "tool_use"
         for m in messages
@@ -303,26 +454,31 @@ def calls_in(wire: str, messages: list[Item]) -> int:
 
 
 _FIELDS = ["role", "type", "content", "id", "call_id", "tool_use_id", "tool_call_id"]
+_GEMINI_FIELDS = ["parts", "functionCall", "functionResponse", "name"]
 _WORDS = st.sampled_from(
     [
         *("user", "assistant", "tool", "function_call", "function_call_output", "tool_use"),
-        *("tool_result", "custom_tool_call", "message", "text", "a"),
+        *("tool_result", "custom_tool_call", "message", "text", "a", "model"),
     ]
 )
 _VALUES = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), _WORDS),
     lambda inner: st.one_of(
         st.lists(inner, max_size=3),
-        st.dictionaries(st.sampled_from([*_FIELDS, "tool_calls", "input"]), inner, max_size=4),
+        st.dictionaries(
+            st.sampled_from([*_FIELDS, *_GEMINI_FIELDS, "tool_calls", "input"]), inner, max_size=4
+        ),
     ),
     max_leaves=12,
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(
     st.lists(
-        st.dictionaries(st.sampled_from([*_FIELDS, "tool_calls"]), _VALUES, max_size=5),
+        st.dictionaries(
+            st.sampled_from([*_FIELDS, *_GEMINI_FIELDS, "tool_calls"]), _VALUES, max_size=5
+        ),
         max_size=6,
     )
 )

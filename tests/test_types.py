@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 import pytest
 
 import rxtoolcalls as rt
+from rxtoolcalls import _types
 from tests.helpers import load_fixture, run_assembler
 
 
@@ -112,3 +114,28 @@ def test_tool_content_keeps_strings_and_passes_default() -> None:
     assert rt.tool_content({"when": object()}, default=lambda _: float("nan")) == '{"when": null}'
     with pytest.raises(TypeError):
         rt.tool_content({"when": object()})
+
+
+@pytest.mark.parametrize(
+    ("make", "cls"),
+    [
+        (_types.new_tool_call, rt.ToolCall),
+        (_types.new_buffer, rt.ToolCallBuffer),
+        (_types.new_call_item, _types.CallItem),
+        (_types.new_started, rt.ToolCallStarted),
+        (_types.new_turn, rt.AssistantTurn),
+        (_types.new_choice_end, rt.ChoiceEnd),
+    ],
+)
+def test_direct_constructors_make_the_same_frozen_value(make: Any, cls: Any) -> None:
+    values = {f.name: (f"v{at}", [at]) for at, f in enumerate(dataclasses.fields(cls))}
+    made, expected = make(**values), cls(**values)
+    assert type(made) is cls
+    # Every field, compared or not, holds what was given, by name and in order.
+    for name, value in values.items():
+        assert getattr(made, name) is value
+    assert make(*values.values()) == made == expected
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(made, next(iter(values)), 1)
+    with pytest.raises(TypeError):
+        make(*list(values.values())[:-1])

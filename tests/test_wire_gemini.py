@@ -620,6 +620,75 @@ def test_random_objects_streamed_by_path_equal_the_whole_call(
     assert streamed.tool_calls[0].arguments == whole.tool_calls[0].arguments
 
 
+# Whole args as Python hands them over: tuples, int keys, subclasses, empty containers.
+_ANY_ARGS = st.recursive(
+    _LEAVES | st.builds(lambda n: type("Number", (int,), {})(n), st.integers(-5, 5)),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(_KEYS | st.integers(-3, 3), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def _containers(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [value, *(c for v in value.values() for c in _containers(v))]
+    if isinstance(value, list | tuple):
+        return [value, *(c for v in value for c in _containers(v))]
+    return []
+
+
+@settings(max_examples=300, deadline=None)
+@given(args=st.dictionaries(_KEYS | st.integers(-3, 3), _ANY_ARGS, max_size=4))
+def test_whole_args_give_their_json_text_parsed_and_share_nothing_with_the_event(
+    args: dict[Any, Any],
+) -> None:
+    text = json.dumps(args, ensure_ascii=False, allow_nan=False)
+    keep = copy.deepcopy(args)
+    for make in (turn_of, rx_turn):
+        call = make([g_response(g_call("f", args)), g_stop()]).tool_calls[0]
+        # The text as written, and the value as parsing that text gives it, whatever path
+        # made it (an int key and its string spelled twice keep the last, as json.loads does).
+        assert call.arguments == text
+        assert call.parsed_arguments == json.loads(text)
+        assert json.dumps(call.parsed_arguments) == json.dumps(json.loads(text))
+        mine = {id(c) for c in _containers(call.parsed_arguments)}
+        assert not mine & {id(c) for c in _containers(args)}
+        for container in _containers(call.parsed_arguments):
+            container.clear()  # the caller's own copy: the event is untouched
+    assert args == keep
+
+
+def test_whole_args_nested_past_max_depth_are_refused_and_within_it_kept() -> None:
+    shallow = rt.Policy(limits=rt.Limits(max_depth=4))
+    deep = {"a": {"b": [{"c": 1}]}}
+    turn = turn_of([g_response(g_call("f", deep)), g_stop()], policy=shallow)
+    assert turn.tool_calls[0].parsed_arguments == deep
+    deeper: dict[str, Any]
+    for deeper in ({"a": {"b": [{"c": {}}]}}, {"a": [[[[]]]]}):
+        with pytest.raises(rt.LimitExceededError) as caught:
+            turn_of([g_response(g_call("f", deeper)), g_stop()], policy=shallow)
+        assert caught.value.limit == "max_depth"
+    # Far deeper, under a limit that allows it: the same value as its text parses to.
+    deep_list: list[Any] = []
+    for _ in range(300):
+        deep_list = [deep_list]
+    generous = rt.Policy(limits=rt.Limits(max_depth=400))
+    turn = turn_of([g_response(g_call("f", {"a": deep_list})), g_stop()], policy=generous)
+    assert turn.tool_calls[0].parsed_arguments == {"a": deep_list}
+
+
+def test_whole_args_with_a_key_written_twice_follow_the_duplicate_keys_rule() -> None:
+    args: dict[Any, Any] = {1: "int", "1": "str"}
+    events = [g_response(g_call("f", args)), g_stop()]
+    assert turn_of(events).tool_calls[0].parsed_arguments == {"1": "str"}
+    strict = rt.Policy(reject_duplicate_keys=True)
+    with pytest.raises(rt.InvalidArgumentsError):
+        turn_of(events, policy=strict)
+
+
 # -- SSE bytes and the SDK's objects ----------------------------------------------------------
 
 
@@ -758,6 +827,41 @@ def test_the_agent_loop_runs_on_this_wire() -> None:
         {"role": "model", "parts": [{"text": "It is 3."}]},
     )
     assert sent[1] == list(conversation.messages[:3])
+
+
+def test_calls_answered_in_the_given_contents_are_not_run_again() -> None:
+    earlier = [
+        {"role": "user", "parts": [{"text": "1+2?"}]},
+        {
+            "role": "model",
+            "parts": [{"functionCall": {"name": "add", "args": {"a": 1, "b": 2}, "id": "c1"}}],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "add", "id": "c1", "response": {"output": "3!"}}}
+            ],
+        },
+    ]
+    # The same call, its args in another order: the same value, so the same call.
+    turns = [
+        [g_response(g_call("add", {"b": 2, "a": 1}, id="c1")), g_stop()],
+        [g_response(g_text("It is 3.")), g_stop()],
+    ]
+    ran: list[Any] = []
+
+    def add(a: int, b: int) -> int:
+        ran.append((a, b))
+        return a + b
+
+    events = (
+        rt.agent_loop(lambda messages: turns.pop(0), {"add": add}, earlier)
+        .pipe(ops.to_list())
+        .run()
+    )
+    finished = [e for e in events if isinstance(e, rt.ToolCallFinished)]
+    assert ran == []
+    assert [(f.content, f.reused) for f in finished] == [("3!", True)]
 
 
 def test_sdk_objects_of_a_blocked_prompt_and_of_an_error_free_stream() -> None:

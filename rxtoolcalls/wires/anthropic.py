@@ -37,7 +37,7 @@ from typing import Any
 from .._core import _NO_EVENTS, Call, Core, _Choice, as_dict, event_dict
 from .._errors import MalformedChunkError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
-from .._types import CallItem, ToolCall, ToolCallStarted
+from .._types import CallItem, ToolCall, ToolCallStarted, new_call_item
 
 __all__ = ["AnthropicReader", "identifies"]
 
@@ -340,7 +340,7 @@ class AnthropicReader(_Blocks):
             block = dict(self._blocks[index])
             kind = block.get("type")
             if index in self._calls0:
-                items.append(CallItem(index, _render_call(block)))
+                items.append(new_call_item(index, _render_call(block)))
                 continue
             text = self._texts.get(index)
             if kind == "text" or kind == "thinking":

@@ -45,7 +45,7 @@ from typing import Any
 from .._core import _NO_EVENTS, Call, Core, _Choice, as_dict, attr
 from .._errors import MalformedChunkError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
-from .._types import CallItem, ToolCall, ToolCallStarted
+from .._types import CallItem, ToolCall, ToolCallStarted, new_call_item
 
 __all__ = ["GeminiReader", "identifies", "new_call_id"]
 
@@ -77,6 +77,9 @@ def new_call_id() -> str:
     """An id for a call the model sent without one: random, so unique across turns."""
     # 96 random bits, as uuid4 gives, at a sixth of its cost (one per call of a turn).
     return f"call_{os.urandom(12).hex()}"
+
+
+_ID_BITS = (1 << 96) - 1
 
 
 def _outcome(reason: str) -> str:
@@ -121,7 +124,19 @@ def _data(event: object) -> dict[str, Any]:
     return dumped
 
 
+def _render_given(call: ToolCall) -> dict[str, Any]:
+    return {"functionCall": {"name": call.name, "args": call.parsed_arguments, "id": call.id}}
+
+
+def _render_made(call: ToolCall) -> dict[str, Any]:
+    return {"functionCall": {"name": call.name, "args": call.parsed_arguments}}
+
+
 def _render_call(part: dict[str, Any], given_id: bool) -> Callable[[ToolCall], dict[str, Any]]:
+    if not part:
+        # Nearly every part holds the call alone: one shared function, no closure per call.
+        return _render_given if given_id else _render_made
+
     def render(call: ToolCall) -> dict[str, Any]:
         function_call: dict[str, Any] = {"name": call.name, "args": call.parsed_arguments}
         if given_id:
@@ -158,7 +173,7 @@ class _Candidate:
 class _Parts(Core):
     """The parts of each candidate: text, thoughts, whole and streamed calls."""
 
-    __slots__ = ("_candidates",)
+    __slots__ = ("_candidates", "_next_id")
 
     def __init__(
         self,
@@ -170,6 +185,7 @@ class _Parts(Core):
     ) -> None:
         super().__init__(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
         self._candidates: dict[int, _Candidate] = {}
+        self._next_id: int | None = None
 
     def _candidate(self, data: object) -> tuple[_Choice, _Candidate]:
         if not isinstance(data, dict):
@@ -262,12 +278,12 @@ class _Parts(Core):
         if given is None:
             self._count("synthesized_id")
         call = self._open(
-            state, candidate.calls, given or new_call_id(), "function", name, provisional=True
+            state, candidate.calls, given or self._new_id(), "function", name, provisional=True
         )
         call.closed = False
         candidate.calls += 1
-        shown = {k: v for k, v in part.items() if k != "functionCall"}
-        candidate.parts.append(CallItem(call.index, _render_call(shown, given is not None)))
+        shown = {k: v for k, v in part.items() if k != "functionCall"} if len(part) > 1 else {}
+        candidate.parts.append(new_call_item(call.index, _render_call(shown, given is not None)))
         started = self._name_known(call)
         args = function_call.get("args")
         if args is not None:
@@ -279,7 +295,13 @@ class _Parts(Core):
                     index=call.index,
                     name=name,
                 )
-            self._args(call, args)
+            if not isinstance(args, dict):
+                raise self._bad_args(call, args)
+            self.set_object_arguments(call, args)
+            if not goes_on:
+                # Sent whole: nothing was set by path, so there is nothing left to write.
+                call.closed = True
+                return _NO_EVENTS if started is None else (started,)
         elif fragments is not None:
             self._fragments(call, fragments)
         if goes_on:
@@ -288,17 +310,22 @@ class _Parts(Core):
             self._close_call(candidate, call)
         return _NO_EVENTS if started is None else (started,)
 
-    def _args(self, call: Call, args: object) -> None:
-        state = self._choices[call.choice_index]
-        if not isinstance(args, dict):
-            raise MalformedChunkError(
-                f"candidate {state.index}: functionCall {excerpt(call.name)} args must be an "
-                f"object, got {type(args).__name__}",
-                choice_index=state.index,
-                index=call.index,
-                name=call.name,
-            )
-        self.set_object_arguments(call, args)
+    def _new_id(self) -> str:
+        """An id as ``new_call_id`` makes, but one random draw per turn: its calls count on."""
+        drawn = self._next_id
+        if drawn is None:
+            drawn = int.from_bytes(os.urandom(12))
+        self._next_id = (drawn + 1) & _ID_BITS
+        return f"call_{drawn:024x}"
+
+    def _bad_args(self, call: Call, args: object) -> MalformedChunkError:
+        return MalformedChunkError(
+            f"candidate {call.choice_index}: functionCall {excerpt(call.name)} args must be an "
+            f"object, got {type(args).__name__}",
+            choice_index=call.choice_index,
+            index=call.index,
+            name=call.name,
+        )
 
     def _fragments(self, call: Call, fragments: object) -> None:
         state = self._choices[call.choice_index]
@@ -371,7 +398,7 @@ class _Parts(Core):
         extra = {k: v for k, v in part.items() if k != "functionCall"}
         for at, item in enumerate(candidate.parts):
             if isinstance(item, CallItem) and item.index == call.index:
-                candidate.parts[at] = CallItem(call.index, _signed(extra, item.render))
+                candidate.parts[at] = new_call_item(call.index, _signed(extra, item.render))
                 return
 
     def _close_call(self, candidate: _Candidate, call: Call) -> None:

@@ -41,7 +41,7 @@ from typing import Any
 from .._core import _NO_EVENTS, Call, Core, _at, as_dict, event_dict
 from .._errors import MalformedChunkError, ProviderError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
-from .._types import CallItem, ToolCall, ToolCallStarted
+from .._types import CallItem, ToolCall, ToolCallStarted, new_call_item
 
 __all__ = ["ResponsesReader", "identifies"]
 
@@ -402,7 +402,7 @@ class ResponsesReader(_Items):
                 item = {**item, "content": streamed[index]}
             if item["type"] in _CALLS and index in self._calls0:
                 field = "arguments" if self._calls0[index].json else "input"
-                items.append(CallItem(index, _render_call(item, field)))
+                items.append(new_call_item(index, _render_call(item, field)))
             else:
                 items.append(item)
         state.items = tuple(items)
