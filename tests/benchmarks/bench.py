@@ -9,7 +9,10 @@ shapes, a hand loop each, and their SDK's accumulator over the SDK's typed event
 fast path is compared, in the same run, with the code before the split into wires, loaded
 from git (``--baseline REV``); ``--wires`` runs only those sections (with Gemini's streamed and
 whole-call turns, ``--gemini`` alone). ``--bytes`` times ``from_sse`` + ``assemble()`` over raw
-SSE bytes against a standard-library hand loop, with and without the ``fast`` extra.
+SSE bytes against a standard-library hand loop, with and without the ``fast`` extra, on every
+wire, the UI signals from one pass, and thousands of concurrent async byte sources; ``--sdk``
+times the paths through the openai client; ``--e2e`` runs all of those in one run and the
+curves against stream size (plotted with ``--plot``).
 """
 
 from __future__ import annotations
@@ -2104,7 +2107,12 @@ def e2e_curves(repeats: int) -> dict[str, list[tuple[int, float]]]:
             client = _sdk_client(pieces)
             runs += [
                 ("SDK + from_openai_response + assemble()", sdk_from_response, client, None),
-                ("SDK create(stream=True) + from_openai_stream", sdk_from_stream, client, None),
+                (
+                    "SDK create(stream=True) + from_openai_stream + assemble()",
+                    sdk_from_stream,
+                    client,
+                    None,
+                ),
             ]
             if size <= PEER_MAX:
                 runs.append(
