@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import inspect
 import json
@@ -12,7 +13,7 @@ import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 import reactivex
 from reactivex import Observable, abc
@@ -122,16 +123,32 @@ def from_async_iterable(
     return _from_async(factory, loop, batched=False)
 
 
+# deque(iterable, 0) consumes an iterator in C, keeping nothing.
+_drain = collections.deque
+
+
+class _SSE(NamedTuple):
+    """How ``_from_async`` decodes an event stream: its limits, and what to close after it."""
+
+    limits: Limits | None
+    owner: object
+
+
 def _from_async(
     factory: Callable[[], AsyncIterable[Any]],
     loop: asyncio.AbstractEventLoop | None,
     *,
-    batched: bool,
+    batched: bool = False,
+    sse: _SSE | None = None,
 ) -> Observable[Any]:
-    """``from_async_iterable``; with ``batched`` the iterator yields lists, each item emitted."""
+    """``from_async_iterable``, or what the iterator yields read another way.
+
+    With ``batched`` it yields lists, each item emitted; with ``sse``, pieces of an event
+    stream, decoded here, and ``sse.owner`` (the response) is closed after it.
+    """
 
     def subscribe(
-        observer: abc.ObserverBase[T], scheduler: abc.SchedulerBase | None = None
+        observer: abc.ObserverBase[Any], scheduler: abc.SchedulerBase | None = None
     ) -> abc.DisposableBase:
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -150,7 +167,22 @@ def _from_async(
             failure: Exception | None = None
             on_next = observer.on_next
             try:
-                if batched:
+                if sse is not None:
+                    # Decoded in this frame: no generator between the socket and the reader,
+                    # one await a piece, and less held by each of thousands of open streams.
+                    decoder = SSEDecoder(limits=sse.limits)
+                    chunks = decoder.chunks
+                    async for piece in iterator:
+                        # Emitted in C; no chunk stays bound across the next await.
+                        _drain(map(on_next, chunks(piece)), 0)
+                        ended = decoder.ended
+                        if ended is not None:
+                            if ended is DONE:
+                                break
+                            raise cast(Exception, ended)
+                    else:
+                        _sse_end(decoder)
+                elif batched:
                     # One await a batch (an SSE piece), not one per item: at 10,000 streams
                     # on a loop, the per-item step of an async generator was most of the cost.
                     async for batch in iterator:
@@ -166,11 +198,15 @@ def _from_async(
             except asyncio.CancelledError:
                 with contextlib.suppress(Exception):  # disposed: nobody is listening
                     await _close(iterator)
+                    if sse is not None:
+                        await _close(sse.owner)
                 raise
             except Exception as error:  # noqa: BLE001 - delivered as on_error
                 failure = error
             try:
                 await _close(iterator)
+                if sse is not None:
+                    await _close(sse.owner)
             except Exception as error:  # noqa: BLE001 - delivered as on_error
                 # A stream that cannot be closed did not end cleanly; the first failure wins.
                 if failure is None:
@@ -469,8 +505,7 @@ def _sse_source(
             # drops what follows), and the read ends after this piece.
             batch = chunks(piece)
             try:
-                for chunk in batch:
-                    on_next(chunk)
+                _drain(map(on_next, batch), 0)
             except Exception as error:  # noqa: BLE001 - the subscriber's: raised by run()
                 raise _Downstream(error) from None
             if is_set():
@@ -491,14 +526,7 @@ def _from_async_sse(
     loop: asyncio.AbstractEventLoop | None,
     limits: Limits | None = None,
 ) -> Observable[dict[str, Any]]:
-    async def chunks() -> AsyncIterator[list[dict[str, Any]]]:
-        try:
-            async for batch in _async_sse_chunks(pieces(), limits):
-                yield batch
-        finally:
-            await _close(owner)
-
-    return _from_async(chunks, loop, batched=True)
+    return _from_async(pieces, loop, sse=_SSE(limits, owner))
 
 
 async def _async_sse_chunks(

@@ -155,9 +155,10 @@ def test_thousands_of_open_byte_streams_are_all_correct_and_hold_little_each() -
         tracemalloc.stop()
     assert results == [text] * streams
     per_stream = (held[0] - before) / streams
-    # Measured 17-19 KiB with every piece but the last read; a piece kept per stream, or
-    # its parsed chunks, would be 16 KiB or more on top.
-    assert per_stream < 24 * 1024
+    # The bound of the end-to-end issue: 16 KiB plus the stream's argument bytes (measured
+    # about 16.8 KiB against 17.6). A piece kept per stream, or its parsed chunks, or each
+    # argument piece kept as an object, each pass it alone.
+    assert per_stream <= 16 * 1024 + len(text)
 
 
 class Boom(Exception):
