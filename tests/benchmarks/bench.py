@@ -1739,28 +1739,45 @@ def targets(rows: list[Row]) -> list[tuple[str, bool, str]]:
     return found
 
 
-def plot(rows: list[Row], path: Path) -> None:
+def plot_curves(
+    curves: dict[str, list[tuple[int, float]]],
+    style: Callable[[str], str],
+    title: str,
+    path: Path,
+    fontsize: int = 8,
+) -> None:
+    """Fragments/s against stream size, log-log, one line a curve (styled by name), as PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5))
-    layout = "8 interleaved"
-    for name in dict.fromkeys(r.name for r in rows if r.layout == layout):
-        points = sorted((r.size, r.rate) for r in rows if r.layout == layout and r.name == name)
-        style = "-o" if name.startswith(("assemble", "Assembler", "four")) else "--s"
-        ax.plot([p[0] for p in points], [p[1] for p in points], style, label=name)
+    for name, points in curves.items():
+        ax.plot([p[0] for p in points], [p[1] for p in points], style(name), label=name)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(f"stream size (argument fragments of {FRAGMENT} characters)")
     ax.set_ylabel("fragments per second")
     python = f"{platform.python_implementation()} {platform.python_version()}"
-    ax.set_title(f"Throughput, 8 interleaved tool calls ({python})")
+    ax.set_title(f"{title} ({python})")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=fontsize)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def plot(rows: list[Row], path: Path) -> None:
+    layout = "8 interleaved"
+    curves = {
+        name: sorted((r.size, r.rate) for r in rows if r.layout == layout and r.name == name)
+        for name in dict.fromkeys(r.name for r in rows if r.layout == layout)
+    }
+
+    def style(name: str) -> str:
+        return "-o" if name.startswith(("assemble", "Assembler", "four")) else "--s"
+
+    plot_curves(curves, style, "Throughput, 8 interleaved tool calls", path)
 
 
 def peer_versions() -> str:
@@ -2160,26 +2177,13 @@ def e2e_section(repeats: int, path: Path | None) -> None:
         print(f"| {name} | " + " | ".join(cells) + " |")
     if path is None:
         return
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def style(name: str) -> str:
+        if "assemble()" in name or "fast extra" in name:
+            return "-o"
+        return ":^" if "hand loop" in name else "--s"
 
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for name, points in curves.items():
-        ours = "assemble()" in name or "fast extra" in name
-        style = "-o" if ours else ":^" if "hand loop" in name else "--s"
-        ax.plot([p[0] for p in points], [p[1] for p in points], style, label=name)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel(f"stream size (argument fragments of {FRAGMENT} characters)")
-    ax.set_ylabel("fragments per second")
-    python = f"{platform.python_implementation()} {platform.python_version()}"
-    ax.set_title(f"End to end from SSE bytes, 8 interleaved tool calls ({python})")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    plot_curves(curves, style, "End to end from SSE bytes, 8 interleaved tool calls", path, 7)
     print(f"\nplot written to {path}")
 
 
