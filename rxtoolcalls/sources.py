@@ -127,6 +127,28 @@ def from_async_iterable(
 _drain = collections.deque
 
 
+def _emit_all(on_next: Callable[[Any], object], items: Iterable[Any]) -> None:
+    """``on_next`` each item; an exception it raises is the subscriber's (``_Downstream``)."""
+    try:
+        _drain(map(on_next, items), 0)
+    except Exception as error:  # noqa: BLE001 - the subscriber's own
+        raise _Downstream(error) from None
+
+
+def _tell(callback: Callable[..., object], *arguments: object) -> None:
+    """Call a subscriber's terminal callback on the loop; what it raises goes to the handler."""
+    try:
+        callback(*arguments)
+    except Exception as error:  # noqa: BLE001 - the subscriber's own
+        _subscriber_raised(error)
+
+
+def _subscriber_raised(error: Exception) -> None:
+    asyncio.get_running_loop().call_exception_handler(
+        {"message": "a subscriber of an rxtoolcalls async source raised", "exception": error}
+    )
+
+
 class _SSE(NamedTuple):
     """How ``_from_async`` decodes an event stream: its limits, and what to close after it."""
 
@@ -162,7 +184,7 @@ def _from_async(
             try:
                 iterator = factory()
             except Exception as error:  # noqa: BLE001 - delivered as on_error
-                observer.on_error(error)
+                _tell(observer.on_error, error)
                 return
             failure: Exception | None = None
             on_next = observer.on_next
@@ -174,7 +196,7 @@ def _from_async(
                     chunks = decoder.chunks
                     async for piece in iterator:
                         # Emitted in C; no chunk stays bound across the next await.
-                        _drain(map(on_next, chunks(piece)), 0)
+                        _emit_all(on_next, chunks(piece))
                         ended = decoder.ended
                         if ended is not None:
                             if ended is DONE:
@@ -186,21 +208,31 @@ def _from_async(
                     # One await a batch (an SSE piece), not one per item: at 10,000 streams
                     # on a loop, the per-item step of an async generator was most of the cost.
                     async for batch in iterator:
-                        for item in batch:
-                            on_next(item)
+                        _emit_all(on_next, batch)
                         # Held across the next await otherwise: a piece's parsed chunks are
                         # several times its bytes, and thousands of streams wait at once.
                         batch.clear()
-                        del item
                 else:
                     async for item in iterator:
-                        on_next(item)
+                        try:
+                            on_next(item)
+                        except Exception as error:  # noqa: BLE001 - the subscriber's own
+                            raise _Downstream(error) from None
             except asyncio.CancelledError:
                 with contextlib.suppress(Exception):  # disposed: nobody is listening
                     await _close(iterator)
                     if sse is not None:
                         await _close(sse.owner)
                 raise
+            except _Downstream as carried:
+                # Raised by a subscriber's callback: not the stream's, so never on_error. The
+                # loop's exception handler hears of it, as of a callback that raises.
+                with contextlib.suppress(Exception):
+                    await _close(iterator)
+                    if sse is not None:
+                        await _close(sse.owner)
+                _subscriber_raised(carried.error)
+                return
             except Exception as error:  # noqa: BLE001 - delivered as on_error
                 failure = error
             try:
@@ -212,9 +244,9 @@ def _from_async(
                 if failure is None:
                     failure = error
             if failure is None:
-                observer.on_completed()
+                _tell(observer.on_completed)
             else:
-                observer.on_error(failure)
+                _tell(observer.on_error, failure)
 
         if running is target:
             task = target.create_task(pump())
@@ -503,11 +535,7 @@ def _sse_source(
         for piece in pieces():
             # Checked once a piece: a dispose from on_next stops the observer at once (it
             # drops what follows), and the read ends after this piece.
-            batch = chunks(piece)
-            try:
-                _drain(map(on_next, batch), 0)
-            except Exception as error:  # noqa: BLE001 - the subscriber's: raised by run()
-                raise _Downstream(error) from None
+            _emit_all(on_next, chunks(piece))
             if is_set():
                 return
             ended = decoder.ended

@@ -179,3 +179,39 @@ def test_a_subscriber_exception_leaves_a_blocking_source_as_raised() -> None:
             source.pipe(operator()).subscribe(explode, errors.append)
         assert info.value is boom
         assert errors == []
+
+
+@pytest.mark.parametrize(
+    "operator", [rt.progress, rt.assemble_with_progress, rt.assemble, rt.lifecycle]
+)
+def test_a_subscriber_exception_on_an_async_source_reaches_the_loop_s_handler(
+    operator: Any,
+) -> None:
+    body = sse([call_open(0, "a", "f", '{"x": 1}'), choice({}, "tool_calls")])
+    boom = Boom(operator.__name__)
+    seen: list[BaseException] = []
+    errors: list[Exception] = []
+    closed: list[bool] = []
+
+    async def pieces() -> AsyncIterator[bytes]:
+        try:
+            yield body
+            await asyncio.sleep(10)  # never reached: the subscriber's exception ends it
+        finally:
+            closed.append(True)
+
+    def explode(_: Any) -> None:
+        raise boom
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda _, context: seen.append(context["exception"])
+        )
+        rt.from_sse(pieces()).pipe(operator()).subscribe(explode, errors.append)
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+
+    asyncio.run(main())
+    assert seen == [boom]
+    assert errors == []
+    assert closed == [True]
