@@ -180,6 +180,11 @@ def discard(opened: object) -> None:
     if inspect.iscoroutine(opened):
         opened.close()
         return
+    # openai's async with_streaming_response manager holds its request as a coroutine.
+    request = getattr(opened, "_api_request", None)
+    if inspect.iscoroutine(request):
+        request.close()
+        return
     close = getattr(opened, "close", None)
     if callable(close) and not isinstance(opened, Observable):
         result = close()
@@ -206,6 +211,7 @@ def open_chunks(value: object, loop: asyncio.AbstractEventLoop | None) -> Observ
             return from_openai_response(value)
         if loop is not None:
             return from_async_openai_response(value, loop=loop)
+        discard(value)  # its request was never sent, and no warning about it
         raise _unusable(
             value,
             " but the agent loop does not run on an asyncio loop (await it in a coroutine, "

@@ -716,7 +716,8 @@ def from_openai_response(response: Any, *, limits: Limits | None = None) -> Obse
     Completing, failing or disposing closes the response; disposing shuts its socket down at
     once, even while a read waits on a silent server (HTTP/1.x). An error status when the
     manager sends (``APIStatusError``) arrives as ``ProviderError`` with the status and
-    ``retryable``. A response can be read once. A whole (not streamed) JSON response, an
+    ``retryable``. A response can be read once. A whole (not streamed) JSON response is a
+    ``TypeError``: at once for a response, on subscription (``on_error``) for a manager. An
     ``AsyncAPIResponse`` or anything else is a ``TypeError`` at once (an SDK ``Stream`` names
     ``from_openai_stream``).
     """
@@ -797,8 +798,8 @@ def _streamed_body(response: Any, function: str) -> Any:
     kind = str(body.headers.get("content-type", "")).partition(";")[0].strip().lower()
     if kind == "application/json" or kind.endswith("+json"):
         raise TypeError(
-            f"{function} got a whole {kind} response, not an event stream: pass stream=True "
-            f"to create(...)"
+            f"{function} got a whole {kind} response, not an event stream (was the request "
+            f"made with stream=True?)"
         )
     return body
 

@@ -558,7 +558,7 @@ def test_a_whole_json_response_is_a_type_error() -> None:
     client = answers.client()
     with (
         client.chat.completions.with_streaming_response.create(**ASK) as response,
-        pytest.raises(TypeError, match="pass stream=True"),
+        pytest.raises(TypeError, match="made with stream=True"),
     ):
         rt.from_openai_response(response)
     manager = client.chat.completions.with_streaming_response.create(**ASK)
@@ -686,3 +686,20 @@ def test_one_manager_read_by_two_subscriptions_at_once() -> None:
     assert len(both) == 2
     assert both[0] == both[1]
     assert len(both[0].tool_calls) == 2
+
+
+def test_the_agent_loop_refuses_an_async_manager_off_a_loop_leaving_no_request_behind() -> None:
+    import gc
+    import warnings
+
+    from rxtoolcalls._agent_io import open_chunks
+
+    client = openai.AsyncOpenAI(api_key="x", base_url="http://unused.invalid/v1", max_retries=0)
+    manager = client.chat.completions.with_streaming_response.create(**ASK, stream=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(TypeError, match="asyncio loop"):
+            open_chunks(manager, None)
+        del manager
+        gc.collect()
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
