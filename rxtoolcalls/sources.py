@@ -913,7 +913,9 @@ def _sync_sdk(stream: Any, keep: Callable[[Any], bool]) -> Observable[Any]:
             opened = manager.__enter__()
         except Exception as error:  # noqa: BLE001 - delivered as on_error, typed
             return reactivex.throw(_typed_sdk_error(error))
-        return _sdk_source(_raw_stream(opened), _Leaving(manager), keep)
+        # The stream it opened, closed by itself: the manager's __exit__ closes the stream
+        # it opened last, another subscription's when two read at once.
+        return _sdk_source(_raw_stream(opened), opened, keep)
 
     return reactivex.defer(enter)
 
@@ -932,10 +934,8 @@ def _async_sdk(
                     if keep(event):
                         yield event
             finally:
-                if manager is None:
-                    await _close(opened)
-                else:
-                    await manager.__aexit__(None, None, None)
+                # Its own stream, not the manager's last one (see _sync_sdk).
+                await _close(opened)
 
     return from_async_iterable(events, loop=loop)
 
@@ -968,16 +968,6 @@ def _not_a_stream(function: str, stream: object, other: str) -> TypeError:
         f"{'' if sync else 'Async'}MessageStream or messages.stream(...) manager, not "
         f"{type(stream).__name__}" + (f": use {other}" if fits else "")
     )
-
-
-class _Leaving:
-    """Closing it leaves an entered manager."""
-
-    def __init__(self, manager: Any) -> None:
-        self._manager = manager
-
-    def close(self) -> None:
-        self._manager.__exit__(None, None, None)
 
 
 def from_async_anthropic_stream(

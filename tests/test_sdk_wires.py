@@ -644,3 +644,19 @@ def test_an_error_status_when_the_responses_manager_sends_is_a_provider_error(
     assert (error.retryable, error.code) == (again, code)
     assert f"HTTP {status}" in str(error)
     assert isinstance(error.__cause__, openai.APIStatusError)
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "responses"])
+def test_one_helper_manager_read_by_two_subscriptions_at_once(wire: str) -> None:
+    events = TOOL_TURN if wire == "anthropic" else load_wire("responses", RESPONSES[0])
+    want = expected(events)
+    with ReplayServer([events], delay=0.005) as server:
+        if wire == "anthropic":
+            source = rt.from_anthropic_stream(claude(server).messages.stream(**ASK))
+        else:
+            source = rt.from_openai_stream(gpt(server).responses.stream(model="m", input="hi"))
+        turns = source.pipe(rt.assemble())
+        # Each reads on a thread of its own; one ending must not close the other's response.
+        both = reactivex.merge(turns, turns).pipe(ops.to_list()).run()
+        assert len(server.requests) == 2
+    assert both == [want, want]
