@@ -34,11 +34,11 @@ from ._errors import (
 )
 from ._policy import DEFAULT, LENIENT, Policy
 from ._reader import detect_wire
-from ._sse import DONE, SSEDecoder, chunk_from_event
+from ._sse import DONE, SSEDecoder, chunk_from_event, error_field_error
 from ._types import AssistantTurn, ToolCallStarted
 from .agent import ToolExecutionError, TurnLimitError
 from .operators import assemble, progress
-from .sources import chunk_error_field, from_openai_stream, read_jsonl, record
+from .sources import from_openai_stream, read_jsonl, record
 
 __all__ = ["EXIT_CODES", "main"]
 
@@ -168,11 +168,11 @@ def _sse_chunks(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
         if decoder.error_field is not None:
             # Old llama.cpp servers wrote errors in a non-standard "error:" field; kept where
             # it came, so a capture replays it in place.
-            yield _error_chunk(chunk_error_field(decoder.error_field).body)
+            yield _error_chunk(error_field_error(decoder.error_field).body)
             decoder.error_field = None
     decoder.close()
     if decoder.error_field is not None:
-        yield _error_chunk(chunk_error_field(decoder.error_field).body)
+        yield _error_chunk(error_field_error(decoder.error_field).body)
 
 
 def _jsonl_chunks(lines: Iterable[str]) -> Iterator[dict[str, Any]]:

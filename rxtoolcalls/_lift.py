@@ -229,7 +229,8 @@ def lift(
                 if pending:
                     ready = pending[:]
                     pending.clear()
-                    send(ready)
+                    if not stopped:  # found before an error the same value reported
+                        send(ready)
 
             upstream.disposable = source.subscribe(
                 # reactivex ignores what on_next returns (the reader returns its events).

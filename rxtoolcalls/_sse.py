@@ -326,7 +326,7 @@ class SSEDecoder:
         self._lined = True
         self._carry.clear()
         self._carry_size = 0
-        return list(self._lines(text, defer=True))
+        return self._lines(text, defer=True)
 
     def _event_of(self, segment: str) -> ServerSentEvent | None:
         """The event of one segment's lines (a leading blank line dispatches nothing)."""

@@ -120,7 +120,7 @@ def from_async_iterable(
     closing the iterator failing after its last item (then instead of ``on_completed``). Use
     ``await observable`` inside the loop.
     """
-    return _from_async(factory, loop, batched=False)
+    return _from_async(factory, loop)
 
 
 # deque(iterable, 0) consumes an iterator in C, keeping nothing.
@@ -153,20 +153,18 @@ class _SSE(NamedTuple):
     """How ``_from_async`` decodes an event stream: its limits, and what to close after it."""
 
     limits: Limits | None
-    owner: object
+    owner: object | None
 
 
 def _from_async(
     factory: Callable[[], AsyncIterable[Any]],
     loop: asyncio.AbstractEventLoop | None,
-    *,
-    batched: bool = False,
     sse: _SSE | None = None,
 ) -> Observable[Any]:
-    """``from_async_iterable``, or what the iterator yields read another way.
+    """``from_async_iterable``, or with ``sse`` an event stream's pieces decoded here.
 
-    With ``batched`` it yields lists, each item emitted; with ``sse``, pieces of an event
-    stream, decoded here, and ``sse.owner`` (the response) is closed after it.
+    Decoded in the pump's own frame: one await a piece, not one a chunk; ``sse.owner`` (the
+    response, if any) is closed after the iterator.
     """
 
     def subscribe(
@@ -179,6 +177,11 @@ def _from_async(
         target = loop or running
         if target is None:
             raise RuntimeError("from_async_iterable needs a running asyncio loop, or loop=")
+
+        async def close(iterator: object) -> None:
+            await _close(iterator)
+            if sse is not None and sse.owner is not None:
+                await _close(sse.owner)
 
         async def pump() -> None:
             try:
@@ -204,14 +207,6 @@ def _from_async(
                             raise cast(Exception, ended)
                     else:
                         _sse_end(decoder)
-                elif batched:
-                    # One await a batch (an SSE piece), not one per item: at 10,000 streams
-                    # on a loop, the per-item step of an async generator was most of the cost.
-                    async for batch in iterator:
-                        _emit_all(on_next, batch)
-                        # Held across the next await otherwise: a piece's parsed chunks are
-                        # several times its bytes, and thousands of streams wait at once.
-                        batch.clear()
                 else:
                     async for item in iterator:
                         try:
@@ -220,25 +215,19 @@ def _from_async(
                             raise _Downstream(error) from None
             except asyncio.CancelledError:
                 with contextlib.suppress(Exception):  # disposed: nobody is listening
-                    await _close(iterator)
-                    if sse is not None:
-                        await _close(sse.owner)
+                    await close(iterator)
                 raise
             except _Downstream as carried:
                 # Raised by a subscriber's callback: not the stream's, so never on_error. The
                 # loop's exception handler hears of it, as of a callback that raises.
                 with contextlib.suppress(Exception):
-                    await _close(iterator)
-                    if sse is not None:
-                        await _close(sse.owner)
+                    await close(iterator)
                 _subscriber_raised(carried.error)
                 return
             except Exception as error:  # noqa: BLE001 - delivered as on_error
                 failure = error
             try:
-                await _close(iterator)
-                if sse is not None:
-                    await _close(sse.owner)
+                await close(iterator)
             except Exception as error:  # noqa: BLE001 - delivered as on_error
                 # A stream that cannot be closed did not end cleanly; the first failure wins.
                 if failure is None:
@@ -282,10 +271,7 @@ def _sse_end(decoder: SSEDecoder) -> None:
     decoder.close()
     if decoder.error_field is not None:
         # Old llama.cpp servers wrote errors in a non-standard "error:" field.
-        raise chunk_error_field(decoder.error_field)
-
-
-chunk_error_field = error_field_error
+        raise error_field_error(decoder.error_field)
 
 
 class _StreamedResponse(Protocol):
@@ -557,23 +543,6 @@ def _from_async_sse(
     return _from_async(pieces, loop, sse=_SSE(limits, owner))
 
 
-async def _async_sse_chunks(
-    pieces: AsyncIterable[bytes | str], limits: Limits | None
-) -> AsyncIterator[list[dict[str, Any]]]:
-    """The chunks of an async event stream, a list a piece, up to ``[DONE]`` or its end."""
-    decoder = SSEDecoder(limits=limits)
-    async for piece in pieces:
-        batch = decoder.chunks(piece)
-        if batch:
-            yield batch
-        ended = decoder.ended
-        if ended is not None:
-            if ended is DONE:
-                return
-            raise cast(Exception, ended)
-    _sse_end(decoder)
-
-
 def _typed_sdk_error(error: Exception) -> Exception:
     """An error the openai or anthropic SDK raised, as our typed one; others unchanged.
 
@@ -774,7 +743,7 @@ def from_async_openai_response(
     manager = response
     entered = threading.Lock()
 
-    async def events() -> AsyncIterator[list[dict[str, Any]]]:
+    async def events() -> AsyncIterator[bytes]:
         if not entered.acquire(blocking=False):
             raise RuntimeError(
                 "an AsyncResponseContextManager holds one request and was entered already: "
@@ -784,12 +753,12 @@ def from_async_openai_response(
             opened = await manager.__aenter__()
         try:
             body = _streamed_body(opened, "from_async_openai_response")
-            async for batch in _async_sse_chunks(body.aiter_bytes(), limits):
-                yield batch
+            async for piece in body.aiter_bytes():
+                yield piece
         finally:
             await manager.__aexit__(None, None, None)
 
-    return _from_async(events, loop, batched=True)
+    return _from_async(events, loop, sse=_SSE(limits, None))
 
 
 def _streamed_body(response: Any, function: str) -> Any:

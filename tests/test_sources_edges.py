@@ -6,7 +6,8 @@ import pytest
 from reactivex import operators as ops
 
 import rxtoolcalls as rt
-from rxtoolcalls.sources import chunk_error_field, read_jsonl
+from rxtoolcalls._sse import error_field_error
+from rxtoolcalls.sources import read_jsonl
 
 
 def test_a_legacy_error_field_before_done_is_a_provider_error() -> None:
@@ -31,6 +32,6 @@ def test_a_deeply_nested_capture_line_is_a_malformed_chunk() -> None:
 
 
 def test_a_legacy_error_field_message_is_bounded() -> None:
-    error = chunk_error_field("not json " + "s" * 100_000)
+    error = error_field_error("not json " + "s" * 100_000)
     assert isinstance(error, rt.ProviderError)
     assert len(str(error)) < 400
