@@ -1264,6 +1264,35 @@ def ours_from_bytes(pieces: list[bytes]) -> Calls:
     return _calls(out[0])
 
 
+def _bytes_rates(
+    pieces: list[bytes], hand: Callable[[Any], Calls], fragments: int, repeats: int, what: str
+) -> dict[str, float]:
+    """Fragments/s of ``hand`` and of ``from_sse`` + ``assemble()`` over ``pieces``, with the
+    standard library's parser ("std") and, if installed, the ``fast`` extra's ("fast"), each
+    checked against ``hand``'s result and the minimum of interleaved runs."""
+    from rxtoolcalls import _sse
+
+    fast = _sse._fast_decode
+    runs: dict[str, Callable[[Any], Calls]] = {"hand": hand, "std": ours_from_bytes}
+    if fast is not None:
+        runs["fast"] = ours_from_bytes
+    if what.startswith("Gemini"):  # synthesized ids are random
+        runs = {k: _without_ids(v) for k, v in runs.items()}
+    expected = runs["hand"](pieces)
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(max(repeats, repeats * 100_000 // (fragments * 4))):
+        for name, fn in runs.items():
+            _sse._fast_decode = fast if name == "fast" else None
+            try:
+                seconds, result = _time(fn, pieces)
+            finally:
+                _sse._fast_decode = fast
+            if result != expected:
+                raise SystemExit(f"from bytes: {name} differs on {what}")
+            best[name] = min(best[name], seconds)
+    return {k: fragments / v for k, v in best.items()}
+
+
 def bytes_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
     """``from_sse`` + ``assemble()`` over raw SSE bytes against the stdlib hand loop, with the
     standard library's parser and (if installed) the ``fast`` extra's (printed)."""
@@ -1283,22 +1312,7 @@ def bytes_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
             raw = body.encode()
             pieces = [raw[i : i + PIECE] for i in range(0, len(raw), PIECE)]
             n = fragment_count(chunks)
-            expected = hand_loop_bytes(pieces)
-            best = {"hand": float("inf"), "std": float("inf"), "fast": float("inf")}
-            for _ in range(max(repeats, repeats * 100_000 // (size * 4))):
-                for name in best:
-                    if name == "fast" and fast is None:
-                        continue
-                    _sse._fast_decode = fast if name == "fast" else None
-                    try:
-                        fn = hand_loop_bytes if name == "hand" else ours_from_bytes
-                        seconds, result = _time(fn, pieces)
-                    finally:
-                        _sse._fast_decode = fast
-                    if result != expected:
-                        raise SystemExit(f"from bytes: {name} differs on {layout} {size}")
-                    best[name] = min(best[name], seconds)
-            rates = {k: n / v for k, v in best.items() if v != float("inf")}
+            rates = _bytes_rates(pieces, hand_loop_bytes, n, repeats, f"Chat {layout} {size}")
             std = rates["std"] / rates["hand"]
             worst_std = min(worst_std, std)
             cells = f"{rates['std']:,.0f} ({std:.2f})"
@@ -1352,22 +1366,10 @@ def _hand_from_bytes(hand: Callable[[Iterable[dict[str, Any]]], Calls]) -> Calla
     return run
 
 
-def _from_sse_assemble() -> Callable[[list[bytes]], Calls]:
-    def run(pieces: list[bytes]) -> Calls:
-        out: list[rt.AssistantTurn] = []
-        rt.from_sse(pieces).pipe(rt.assemble()).subscribe(out.append)
-        return _calls(out[0])
-
-    return run
-
-
 def wire_bytes_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
     """Every wire from raw SSE bytes: ``from_sse`` + ``assemble()`` against a stdlib hand loop
     (``sse_dicts`` into the wire's own dict loop) over the same bytes, with and without the
     ``fast`` extra (printed)."""
-    from rxtoolcalls import _sse
-
-    fast = _sse._fast_decode
     cases: list[tuple[str, str, Callable[[int, str], list[dict[str, Any]]], Any, bool]] = [
         ("Responses", "responses", build_responses, responses_hand_dicts, True),
         ("Anthropic", "anthropic", build_anthropic, anthropic_hand_dicts, True),
@@ -1390,28 +1392,8 @@ def wire_bytes_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
                 events = build(size, layout)
                 raw = sse_wire_body(events, named)
                 pieces = [raw[i : i + PIECE] for i in range(0, len(raw), PIECE)]
-                runs: dict[str, Callable[[Any], Calls]] = {
-                    "hand": _hand_from_bytes(hand),
-                    "std": _from_sse_assemble(),
-                    "fast": _from_sse_assemble(),
-                }
-                if wire == "gemini":  # synthesized ids are random
-                    runs = {k: _without_ids(v) for k, v in runs.items()}
-                expected = runs["hand"](pieces)
-                best = {name: float("inf") for name in runs}
-                for _ in range(max(repeats, repeats * 100_000 // (size * 4))):
-                    for name, fn in runs.items():
-                        if name == "fast" and fast is None:
-                            continue
-                        _sse._fast_decode = fast if name == "fast" else None
-                        try:
-                            seconds, result = _time(fn, pieces)
-                        finally:
-                            _sse._fast_decode = fast
-                        if result != expected:
-                            raise SystemExit(f"{label} from bytes: {name} differs, {layout} {size}")
-                        best[name] = min(best[name], seconds)
-                rates = {k: size / v for k, v in best.items() if v != float("inf")}
+                what = f"{label} {layout} {size}"
+                rates = _bytes_rates(pieces, _hand_from_bytes(hand), size, repeats, what)
                 std = rates["std"] / rates["hand"]
                 worst[label] = min(worst.get(label, 1e9), std)
                 fast_cell = "not installed"
