@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import stat
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,6 +23,7 @@ from reactivex.subject import Subject
 import rxtoolcalls as rt
 from rxtoolcalls.serve import ReplayServer
 from tests.helpers import fixture_names, load_fixture
+from tests.test_sdk_wires import BOUND, dispose_after_first, needs_proc, open_sockets, settle
 from tests.wire_builders import load_wire, load_wire_lines, sse_bytes, wire_fixture_names
 
 openai = pytest.importorskip("openai")
@@ -37,7 +35,6 @@ CHAT = fixture_names()
 RESPONSES = wire_fixture_names("responses")
 PARALLEL = load_fixture("openai__parallel_tool_calls")
 ASK: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-BOUND = 5.0  # seconds; a freed connection is seen in milliseconds
 SILENT = 60.0  # seconds the server waits after an event: far past BOUND, so only a close frees it
 
 
@@ -341,30 +338,6 @@ def test_an_error_status_over_loopback_http() -> None:
 # -- dispose: the connection, the socket and the reader go -----------------------------------
 
 
-def open_sockets() -> int:
-    return sum(
-        1 for fd in os.listdir("/proc/self/fd") if _is_socket(os.path.join("/proc/self/fd", fd))
-    )
-
-
-def _is_socket(path: str) -> bool:
-    try:
-        return stat.S_ISSOCK(os.stat(path).st_mode)
-    except OSError:  # the listing's own descriptor, closed by now
-        return False
-
-
-def settle(done: Callable[[], bool]) -> bool:
-    deadline = time.monotonic() + BOUND
-    while not done():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
-needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts /proc/self/fd")
-
 LONG_RESPONSES = load_wire("responses", "pydantic-ai__reasoning_text_then_call_phase")
 
 
@@ -471,18 +444,7 @@ def test_async_dispose_frees_the_socket(form: str) -> None:
         manager = aclient.chat.completions.with_streaming_response.create(**ASK, stream=True)
         entered = await manager.__aenter__() if form == "entered" else None
         source = rt.from_async_openai_response(entered if entered is not None else manager)
-        got = asyncio.Event()
-        notes: list[str] = []
-        subscription = source.pipe(ops.do_action(lambda _: got.set())).subscribe(
-            on_error=lambda _: notes.append("error"), on_completed=lambda: notes.append("done")
-        )
-        await asyncio.wait_for(got.wait(), BOUND)
-        during = open_sockets()
-        subscription.dispose()
-        deadline = time.monotonic() + BOUND
-        while open_sockets() != sockets and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        after = open_sockets()
+        during, after, notes = await dispose_after_first(source, sockets)
         closed = entered.is_closed if entered is not None else True
         await aclient.close()
         return sockets, during, after, notes, closed

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from reactivex import operators as ops
 
 import rxtoolcalls as rt
 from rxtoolcalls.serve import ReplayServer
-from tests.test_sdk_wires import BOUND, needs_proc, open_sockets, settle
+from tests.test_sdk_wires import dispose_after_first, needs_proc, open_sockets, settle
 from tests.wire_builders import load_wire, wire_fixture_names
 
 genai = pytest.importorskip("google.genai")
@@ -127,18 +126,8 @@ def test_async_dispose_mid_stream_closes_the_connection() -> None:
         source = rt.from_async_gemini_stream(
             aio.models.generate_content_stream(model=MODEL, contents="hi")
         )
-        got = asyncio.Event()
-        notes: list[str] = []
-        subscription = source.pipe(ops.do_action(lambda _: got.set())).subscribe(
-            on_error=lambda _: notes.append("error"), on_completed=lambda: notes.append("done")
-        )
-        await asyncio.wait_for(got.wait(), BOUND)
-        during = open_sockets()
-        subscription.dispose()
-        deadline = time.monotonic() + BOUND
-        while open_sockets() != sockets and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        return sockets, during, open_sockets(), notes
+        during, after, notes = await dispose_after_first(source, sockets)
+        return sockets, during, after, notes
 
     with ReplayServer([long_stream()], delay=PACE) as server:
         sockets, during, after, notes = asyncio.run(main(server))

@@ -197,6 +197,26 @@ def settle(done: Callable[[], bool]) -> bool:
 
 needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts /proc/self/fd")
 
+
+async def dispose_after_first(
+    source: reactivex.Observable[Any], sockets: int
+) -> tuple[int, int, list[str]]:
+    """Dispose ``source`` once its first event arrives; (sockets then, sockets after the
+    socket count settles back to ``sockets`` or BOUND passes, terminal notifications seen)."""
+    got = asyncio.Event()
+    notes: list[str] = []
+    subscription = source.pipe(ops.do_action(lambda _: got.set())).subscribe(
+        on_error=lambda _: notes.append("error"), on_completed=lambda: notes.append("done")
+    )
+    await asyncio.wait_for(got.wait(), BOUND)
+    during = open_sockets()
+    subscription.dispose()
+    deadline = time.monotonic() + BOUND
+    while open_sockets() != sockets and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    return during, open_sockets(), notes
+
+
 SyncOpener = Callable[[ReplayServer], reactivex.Observable[Any]]
 SYNC_OPENERS: list[Any] = [
     pytest.param(
@@ -289,18 +309,7 @@ def test_async_dispose_mid_stream_frees_the_socket(kind: str) -> None:
         else:
             stream = await gpt_client.responses.create(model="m", input="hi", stream=True)
             source = rt.from_async_openai_stream(stream)
-        got = asyncio.Event()
-        notes: list[str] = []
-        subscription = source.pipe(ops.do_action(lambda _: got.set())).subscribe(
-            on_error=lambda _: notes.append("error"), on_completed=lambda: notes.append("done")
-        )
-        await asyncio.wait_for(got.wait(), BOUND)
-        during = open_sockets()
-        subscription.dispose()
-        deadline = time.monotonic() + BOUND
-        while open_sockets() != sockets and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        after = open_sockets()
+        during, after, notes = await dispose_after_first(source, sockets)
         await claude_client.close()
         await gpt_client.close()
         return sockets, during, after, notes
