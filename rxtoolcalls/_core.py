@@ -62,26 +62,6 @@ __all__ = ["Call", "Core", "as_dict", "attr", "event_dict", "extra", "get"]
 
 
 _NO_EVENTS: tuple[ToolCallStarted, ...] = ()
-_NOTHING_KEPT = io.StringIO()
-
-
-def _packed_buffer() -> io.StringIO:
-    """An empty StringIO that copies each piece written into one buffer (see ``Call.text``)."""
-    # Given a value, CPython's StringIO starts with its own buffer instead of a piece list.
-    buffer = io.StringIO("\0")
-    buffer.truncate(0)
-    return buffer
-
-
-def _unpack(call: Call) -> None:
-    """Move a large call's text to a StringIO that keeps pieces (less memory per character)."""
-    call.packed = False
-    old = call.text
-    if call.sink != old.write:
-        return  # a sink of its own (an Rx group, lifecycle) writes where it chose
-    call.text = io.StringIO()
-    call.text.write(old.getvalue())
-    call.sink = call.text.write
 
 
 def _json_writer() -> Callable[[object], str]:
@@ -139,6 +119,7 @@ class Call:
         "announced",
         "choice_index",
         "closed",
+        "data",
         "end",
         "final",
         "id",
@@ -148,13 +129,11 @@ class Call:
         "name",
         "object_payload",
         "order",
-        "packed",
         "parsed",
         "room",
         "seen",
         "server",
         "sink",
-        "text",
         "tree",
         "type",
     )
@@ -196,18 +175,29 @@ class Call:
         self.tree: PathTree | None = None
         # What was received so far, kept only when resends must be recognised.
         self.seen: io.StringIO | None = None
-        # A StringIO appends as fast as list.append. A new one (CPython 3.11) keeps every
-        # piece written as an object until 100,000 of them: 53 bytes for a 4-character
-        # piece, most of the memory of thousands of open turns. A "packed" one copies each
-        # piece into one buffer (4 bytes a character) and lets it go: calls start packed,
-        # and a call past _GRANT characters moves to the other, 1-2 bytes a character on
-        # larger pieces (see ``_unpack``). Readers that route pieces elsewhere (an Rx group) or
-        # drop them share one empty buffer that nothing writes to.
-        self.packed = keep_arguments
-        self.text = _packed_buffer() if keep_arguments else _NOTHING_KEPT
-        # The hot path calls ``sink`` once per piece: the buffer's write by default, a
-        # group's push when an Rx operator routes the pieces to an inner stream.
-        self.sink: Callable[[str], object] = self.text.write if keep_arguments else _discard
+        # The arguments as UTF-8: one byte a character for the usual ASCII JSON, where a
+        # StringIO holds four (a copying one) or a 53-byte object a piece (a new one, on
+        # CPython 3.11), most of the memory of thousands of open turns. A lone surrogate
+        # (half of an escaped pair) is kept as such ("surrogatepass"), to come out as it went
+        # in. ``None``: the reader keeps no arguments.
+        self.data: bytearray | None = bytearray() if keep_arguments else None
+        # Where pieces go: ``None`` for ``data`` (the hot paths append inline), otherwise a
+        # group's push when an Rx operator routes them to an inner stream, or a drop.
+        self.sink: Callable[[str], object] | None = None if keep_arguments else _discard
+
+    def write(self, piece: str) -> None:
+        """Append a piece to ``data`` (the hot paths inline this)."""
+        data = self.data
+        assert data is not None
+        try:
+            data += piece.encode()
+        except UnicodeEncodeError:
+            data += piece.encode("utf-8", "surrogatepass")
+
+    def text(self) -> str:
+        """The arguments kept so far."""
+        data = self.data
+        return "" if data is None else data.decode("utf-8", "surrogatepass")
 
     @property
     def size(self) -> int:
@@ -216,13 +206,17 @@ class Call:
 
     def buffer(self, text: io.StringIO | None = None) -> ToolCallBuffer:
         """The pieces received so far (in ``text``, or kept here), joined once, at the end."""
+        if self.final is not None:
+            arguments = self.final
+        else:
+            arguments = self.text() if text is None else text.getvalue()
         return new_buffer(
             self.choice_index,
             self.index,
             self.id,
             self.name,
             self.type,
-            (self.text if text is None else text).getvalue() if self.final is None else self.final,
+            arguments,
             self.order,
             self.item_id,
             self.closed,
@@ -716,11 +710,13 @@ class _Calls(_State):
                 )
             self._budget -= n
             self._grant(call, size + n)
-            if call.packed and size + n >= _GRANT:
-                _unpack(call)
         if seen is not None:
             seen.write(piece)
-        call.sink(piece)
+        sink = call.sink
+        if sink is None:
+            call.write(piece)
+        else:
+            sink(piece)
 
     def set_final_arguments(self, call: Call, value: object, source: str) -> None:
         """Apply a final value of the arguments (rule 3): it completes or replaces the pieces.
@@ -739,8 +735,8 @@ class _Calls(_State):
             so_far = call.final
         elif call.seen is not None:
             so_far = call.seen.getvalue()
-        elif call.text is not _NOTHING_KEPT:
-            so_far = call.text.getvalue()
+        elif call.data is not None:
+            so_far = call.text()
         else:
             return  # a progress-only reader keeps nothing to compare or complete
         # From here on the arguments are final: a later piece is refused (``_piece``).

@@ -551,13 +551,16 @@ def lifecycle(
 
     def make(observer: abc.ObserverBase[CallEvent], fail: Fail) -> Stage[Chunk]:
         def on_open(call: Call) -> None:
-            write = call.text.write
+            data = call.data
             count = 0
             left = every  # a countdown: one test a piece, no division
 
             def sink(piece: str) -> None:
-                nonlocal count, left
-                write(piece)
+                nonlocal count, left, data
+                try:
+                    data += piece.encode()  # type: ignore[operator]
+                except UnicodeEncodeError:
+                    call.write(piece)
                 left -= 1
                 if not left:
                     left = every
@@ -570,7 +573,7 @@ def lifecycle(
                             call.size,
                             count,
                             call.choice_index,
-                            call.text.getvalue,
+                            call.text,
                         )
                     )
 

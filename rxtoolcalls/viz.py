@@ -115,10 +115,9 @@ def trace(
 
     def on_open(call: Call) -> None:
         lane = lanes[id(call)] = Lane(f"call {call.index}")
-        write = call.text.write
 
         def sink(piece: str) -> None:
-            write(piece)
+            call.write(piece)
             lane.ticks.append(now)
 
         call.sink = sink

@@ -1,7 +1,7 @@
 """Many open streams on one loop: what each holds, and signals that arrive on their chunk.
 
-A call's buffer copies each argument piece in (none is kept as an object) until the call is
-large, then keeps pieces (fewer bytes per character); either way the arguments are exact.
+A call's buffer copies each argument piece in as UTF-8 (none is kept as an object): one byte a
+character for ASCII JSON, at any size, and the arguments come out exact, lone surrogates too.
 Async byte sources are read a piece at a time, and the chunks of a piece are emitted one by
 one, so a call's start still arrives on the chunk that names it.
 """
@@ -20,6 +20,7 @@ import reactivex
 from reactivex import operators as ops
 
 import rxtoolcalls as rt
+from tests import wire_builders as wb
 from tests.helpers import call_open, choice
 
 
@@ -36,33 +37,75 @@ def arguments_of(length: int) -> str:
     return json.dumps({"q": "".join(chr(97 + i % 26) for i in range(length - 10))})
 
 
-def test_small_pieces_are_not_kept_as_objects() -> None:
-    # 2,000 pieces of 4 characters: kept as objects they took 53 bytes each (106 KB).
-    chunks = pieces_of(arguments_of(8_000))
+def held_while_reading(chunks: list[dict[str, Any]]) -> tuple[int, rt.AssistantTurn]:
+    """Bytes traced while one reader holds ``chunks``, and the turn it then closes with."""
+    fresh = json.loads(json.dumps(chunks))  # fresh strings, as a parser makes them
     reader = rt.Assembler()
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        for chunk in json.loads(json.dumps(chunks)):  # fresh strings, as a parser makes them
+        for chunk in fresh:
             reader.feed(chunk)
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    # 4 bytes a character in one buffer; the 2,000 piece objects alone would be 106 KB.
-    assert held < 64_000
-    turn = reader.close()
-    assert json.loads(turn.tool_calls[0].arguments)["q"][:3] == "abc"
+    return held, reader.close()
 
 
-def test_a_large_call_moves_to_a_piece_keeping_buffer_and_stays_exact() -> None:
+def test_small_pieces_are_kept_at_one_byte_a_character() -> None:
+    # 2,000 pieces of 4 characters: kept as objects they took 53 bytes each (106 KB), and a
+    # copying StringIO took 4 bytes a character (32 KB).
+    text = arguments_of(8_000)
+    held, turn = held_while_reading(pieces_of(text))
+    assert held < 8_000 * 1.25 + 1_000
+    assert turn.tool_calls[0].arguments == text
+
+
+def test_non_ascii_arguments_cost_their_utf8_bytes_and_stay_exact() -> None:
+    text = json.dumps({"q": "日本語のテキスト" * 500}, ensure_ascii=False)
+    held, turn = held_while_reading(pieces_of(text, 3))
+    assert held < len(text.encode()) * 1.25 + 1_000
+    assert turn.tool_calls[0].arguments == text
+
+
+@pytest.mark.parametrize("size", [1, 2, 5])
+def test_lone_surrogates_split_across_pieces_come_out_as_they_went_in(size: int) -> None:
+    # An escaped pair split between two chunks decodes to two lone surrogates in Python.
+    decoded = '{"s": "a' + chr(0xD83D) + chr(0xDE00) + "b " + chr(0xDFFF) + '"}'
+    chunks = pieces_of(decoded, size)
+    turn = reactivex.from_iterable(chunks).pipe(rt.assemble()).run()
+    assert turn.tool_calls[0].arguments == decoded
+    seen = reactivex.from_iterable(chunks).pipe(rt.lifecycle(every=1), ops.to_list()).run()
+    partial = [e.partial_arguments() for e in seen if isinstance(e, rt.ToolCallProgress)]
+    assert partial[-1] == decoded
+    assert all(decoded.startswith(p) for p in partial)
+
+
+@pytest.mark.parametrize("wire", ["responses", "anthropic"])
+def test_lone_surrogates_stay_exact_on_the_other_wires(wire: str) -> None:
+    decoded = '{"s": "' + chr(0xD83D) + chr(0xDE00) + "x" + chr(0xDFFF) + '"}'
+    if wire == "responses":
+        # The final value (arguments.done) is compared with the pieces streamed before it.
+        events = [
+            wb.r_created(),
+            *wb.r_call(0, "call_1", "f", decoded, pieces=len(decoded)),
+            wb.r_completed([wb.r_fc_item(0, "call_1", "f", decoded)]),
+        ]
+    else:
+        events = [wb.a_start(), *wb.a_tool(0, "toolu_1", "f", decoded, len(decoded)), *wb.a_end()]
+    turn = wb.turn_of(events)
+    assert turn.tool_calls[0].arguments == decoded
+
+
+def test_large_calls_stay_exact() -> None:
     for length in (65_535, 65_536, 65_540, 200_003):
         text = arguments_of(length)
         turn = reactivex.from_iterable(pieces_of(text, 7)).pipe(rt.assemble()).run()
         assert turn.tool_calls[0].arguments == text
 
 
-def test_lifecycle_partial_arguments_stay_right_past_the_move() -> None:
+def test_lifecycle_partial_arguments_stay_right_in_a_large_call() -> None:
     text = arguments_of(100_000)
     source = reactivex.from_iterable(pieces_of(text))
     seen = source.pipe(rt.lifecycle(every=4096), ops.to_list()).run()
@@ -70,7 +113,7 @@ def test_lifecycle_partial_arguments_stay_right_past_the_move() -> None:
     assert progress, "no progress event"
     last = progress[-1]
     assert [e.fragments for e in progress] == [4096 * (i + 1) for i in range(len(progress))]
-    assert last.characters > 65_536  # past the size where a call's buffer changes
+    assert last.characters > 65_536
     assert last.partial_arguments() == text[: last.characters]
     committed = [e for e in seen if isinstance(e, rt.ToolCallCommitted)]
     assert committed[0].call.arguments == text

@@ -124,7 +124,7 @@ def test_limits_are_exact_whatever_the_fast_path_reserved(
             assembler.feed(chunk)
             sizes[key] = so_far + piece
             total += n
-    kept = {(c.choice_index, c.index): (c.size, c.text.getvalue()) for c in assembler.calls()}
+    kept = {(c.choice_index, c.index): (c.size, c.text()) for c in assembler.calls()}
     assert kept == {key: (len(text), text) for key, text in sizes.items()}
 
 

@@ -531,8 +531,15 @@ class ChatReader(_Deltas):
                 if room >= 0:
                     call.room = room
                     # Outside the reads' try: an error of the sink is the sink's own.
+                    sink = call.sink
+                    if sink is None:
+                        try:
+                            call.data += piece.encode()
+                        except UnicodeEncodeError:
+                            call.write(piece)
+                        return _NO_EVENTS
                     try:
-                        call.sink(piece)
+                        sink(piece)
                     except Exception as error:  # noqa: BLE001 - raised or reported, never lost
                         self._report(error)
                     return _NO_EVENTS

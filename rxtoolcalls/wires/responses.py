@@ -250,8 +250,15 @@ class ResponsesReader(_Items):
                     call.room = room
                     if call.seen is not None:
                         call.seen.write(piece)
+                    sink = call.sink
+                    if sink is None:
+                        try:
+                            call.data += piece.encode()  # type: ignore[operator]
+                        except UnicodeEncodeError:
+                            call.write(piece)
+                        return _NO_EVENTS
                     try:
-                        call.sink(piece)
+                        sink(piece)
                     except Exception as error:  # noqa: BLE001 - raised or reported
                         self._report(error)
                     return _NO_EVENTS
