@@ -195,9 +195,21 @@ class Call:
             data += piece.encode("utf-8", "surrogatepass")
 
     def text(self) -> str:
-        """The arguments kept so far."""
+        """The arguments kept so far (after ``settle``, the joined text)."""
         data = self.data
-        return "" if data is None else data.decode("utf-8", "surrogatepass")
+        if data is None:
+            return self.final or ""
+        return data.decode("utf-8", "surrogatepass")
+
+    def settle(self, arguments: str) -> None:
+        """Hold the joined ``arguments`` instead of the bytes: the turn is read, no piece follows.
+
+        A large call's parse then holds its text and its value, not its bytes as well.
+        """
+        if self.data is not None:
+            self.data = None
+            self.sink = _discard  # a sink of lifecycle() holds the bytes too
+            self.final = arguments
 
     @property
     def size(self) -> int:
@@ -969,6 +981,8 @@ class Core(_Calls):
         self.stop()
         calls = self.calls()
         buffers = [call.buffer() for call in calls]
+        for call, buffer in zip(calls, buffers, strict=True):
+            call.settle(buffer.arguments)
         end = check_finish(self.end(), buffers, self._policy)
         # Arguments this reader wrote from an object it copied need no parse.
         known = {
