@@ -189,10 +189,11 @@ class Call:
         """Append a piece to ``data`` (the hot paths inline this)."""
         data = self.data
         assert data is not None
+        # str's own encode: a subclass's override is not the text (the hot paths take str only).
         try:
-            data += piece.encode()
+            data += str.encode(piece)
         except UnicodeEncodeError:
-            data += piece.encode("utf-8", "surrogatepass")
+            data += str.encode(piece, "utf-8", "surrogatepass")
 
     def text(self) -> str:
         """The arguments kept so far (after ``settle``, the joined text)."""

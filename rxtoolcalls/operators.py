@@ -558,7 +558,7 @@ def lifecycle(
             def sink(piece: str) -> None:
                 nonlocal count, left, data
                 try:
-                    data += piece.encode()  # type: ignore[operator]
+                    data += str.encode(piece)  # type: ignore[operator]
                 except UnicodeEncodeError:
                     call.write(piece)
                 left -= 1

@@ -98,6 +98,20 @@ def test_lone_surrogates_stay_exact_on_the_other_wires(wire: str) -> None:
     assert turn.tool_calls[0].arguments == decoded
 
 
+def test_a_str_subclass_piece_is_kept_as_its_text() -> None:
+    class Odd(str):
+        def encode(self, *args: Any, **kwargs: Any) -> bytes:  # type: ignore[override]
+            raise RuntimeError("not the text")
+
+    chunks = pieces_of('{"a": 1}')
+    chunks[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] = Odd('{"a"')
+    turn = reactivex.from_iterable(chunks).pipe(rt.assemble()).run()
+    assert turn.tool_calls[0].arguments == '{"a": 1}'
+    seen = reactivex.from_iterable(chunks).pipe(rt.lifecycle(every=1), ops.to_list()).run()
+    progress = [e for e in seen if isinstance(e, rt.ToolCallProgress)]
+    assert [e.partial_arguments() for e in progress] == ['{"a"', '{"a": 1}']
+
+
 def test_large_calls_stay_exact() -> None:
     for length in (65_535, 65_536, 65_540, 200_003):
         text = arguments_of(length)
