@@ -58,10 +58,45 @@ from ._types import (
     new_started,
 )
 
-__all__ = ["Call", "Core", "as_dict", "attr", "event_dict", "extra", "get"]
+__all__ = ["Call", "Core", "TextBuffer", "as_dict", "attr", "event_dict", "extra", "get"]
 
 
 _NO_EVENTS: tuple[ToolCallStarted, ...] = ()
+
+
+class TextBuffer:
+    """Text kept as UTF-8: one byte a character for ASCII, lone surrogates as they came.
+
+    A StringIO's ``write``, ``getvalue`` and ``tell`` (in characters). On CPython 3.11 a new
+    StringIO keeps each piece written as an object (53 bytes for 4 characters), a copying one
+    4 bytes a character: most of the memory of a long answer streamed token by token.
+    """
+
+    __slots__ = ("chars", "data")
+
+    def __init__(self, text: str = "") -> None:
+        self.data = bytearray()
+        self.chars = 0
+        if text:
+            self.write(text)
+
+    def write(self, text: str) -> int:
+        """Append ``text``; return its length."""
+        # str's own encode: a subclass's override is not the text.
+        try:
+            self.data += str.encode(text)
+        except UnicodeEncodeError:
+            self.data += str.encode(text, "utf-8", "surrogatepass")
+        self.chars += len(text)
+        return len(text)
+
+    def getvalue(self) -> str:
+        """The text written so far."""
+        return self.data.decode("utf-8", "surrogatepass")
+
+    def tell(self) -> int:
+        """Characters written so far."""
+        return self.chars
 
 
 def _json_writer() -> Callable[[object], str]:
@@ -261,11 +296,11 @@ class _Choice:
         self.every: list[Call] = []
         # Legacy function_call deltas: the name, and the arguments (None: never sent).
         self.legacy_name: str | None = None
-        self.legacy_arguments: io.StringIO | None = None
+        self.legacy_arguments: TextBuffer | None = None
         # Created on the first piece: None means "never sent", unlike "".
-        self.content: io.StringIO | None = None
-        self.refusal: io.StringIO | None = None
-        self.reasoning: io.StringIO | None = None
+        self.content: TextBuffer | None = None
+        self.refusal: TextBuffer | None = None
+        self.reasoning: TextBuffer | None = None
         self.finish_reason: str | None = None
         # What the provider said about its finish (Gemini ``finishMessage``).
         self.finish_message: str | None = None
@@ -551,7 +586,7 @@ class _State:
         text = value
         buffer = getattr(state, slot)
         if buffer is None:
-            buffer = io.StringIO()
+            buffer = TextBuffer()
             setattr(state, slot, buffer)
         buffer.write(text)
 

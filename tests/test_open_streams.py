@@ -293,3 +293,46 @@ def test_a_subscriber_exception_on_an_async_source_reaches_the_loop_s_handler(
     assert seen == [boom]
     assert errors == []
     assert closed == [True]
+
+
+PROSE = ("héllo wörld 日本 " + chr(0xD83D) + chr(0xDE00) + " end. ") * 40
+
+
+def prose_events(wire: str, text: str, size: int = 3) -> list[Any]:
+    """``text`` as streamed prose on ``wire``, in pieces of ``size`` characters."""
+    parts = [text[i : i + size] for i in range(0, len(text), size)]
+    if wire == "chat":
+        return [*(choice({"content": p}) for p in parts), choice({}, "stop")]
+    if wire == "responses":
+        head, _, done, item_done = wb.r_message(0, text)
+        deltas = [
+            {
+                "type": "response.output_text.delta",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": p,
+            }
+            for p in parts
+        ]
+        return [wb.r_created(), head, *deltas, done, item_done, wb.r_completed([item_done["item"]])]
+    if wire == "anthropic":
+        start, delta, stop = wb.a_text(0, "")
+        pieces = [{**delta, "delta": {"type": "text_delta", "text": p}} for p in parts]
+        return [wb.a_start(), start, *pieces, stop, *wb.a_end("end_turn")]
+    return [*(wb.g_response(wb.g_text(p)) for p in parts), wb.g_stop()]
+
+
+@pytest.mark.parametrize("wire", ["chat", "responses", "anthropic", "gemini"])
+def test_streamed_prose_is_exact_on_every_wire(wire: str) -> None:
+    turn = wb.turn_of(prose_events(wire, PROSE))
+    assert turn.content == PROSE
+
+
+@pytest.mark.parametrize("key", ["content", "reasoning_content"])
+def test_streamed_prose_is_kept_at_one_byte_a_character(key: str) -> None:
+    # 2,000 pieces of 4 characters: a new StringIO kept each as a 53-byte object (106 KB).
+    text = "".join(chr(97 + i % 26) for i in range(8_000))
+    chunks = [choice({key: text[i : i + 4]}) for i in range(0, len(text), 4)]
+    held, turn = held_while_reading([*chunks, choice({}, "stop")])
+    assert held < 8_000 * 1.25 + 1_000
+    assert (turn.content if key == "content" else turn.reasoning) == text

@@ -29,12 +29,11 @@ Rules (``AnthropicReader.feed``):
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._core import _NO_EVENTS, Call, Core, _Choice, as_dict, event_dict
+from .._core import _NO_EVENTS, Call, Core, TextBuffer, _Choice, as_dict, event_dict
 from .._errors import MalformedChunkError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
 from .._types import CallItem, ToolCall, ToolCallStarted, new_call_item
@@ -92,7 +91,7 @@ class _Blocks(Core):
         self._blocks: dict[int, dict[str, Any]] = {}
         self._open_blocks: set[int] = set()
         # Text of text and thinking blocks, and their signature and citations.
-        self._texts: dict[int, io.StringIO] = {}
+        self._texts: dict[int, TextBuffer] = {}
         self._extra: dict[int, dict[str, Any]] = {}
         self._ended = False
 
@@ -155,7 +154,7 @@ class _Blocks(Core):
         text = block.get(kind)
         if text:
             self._write(state, "content" if kind == "text" else "reasoning", kind, text)
-            buffer = self._texts[index] = io.StringIO()
+            buffer = self._texts[index] = TextBuffer()
             buffer.write(text)
 
     def _block(self, data: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -200,7 +199,7 @@ class _Blocks(Core):
             assert isinstance(value, str)  # _write refused anything else
             text = self._texts.get(index)
             if text is None:
-                text = self._texts[index] = io.StringIO()
+                text = self._texts[index] = TextBuffer()
             text.write(value)
         elif kind == "signature_delta":
             signature = self._charge_text(state, kind, delta.get("signature"))

@@ -29,7 +29,6 @@ Rules (``ChatReader.feed``):
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,6 +40,7 @@ from .._core import (
     _ZERO,
     Call,
     Core,
+    TextBuffer,
     _at,
     _Choice,
     as_dict,
@@ -409,7 +409,7 @@ class _Deltas(_Fragments):
                     name=state.legacy_name,
                 )
         if state.legacy_arguments is None:
-            state.legacy_arguments = io.StringIO()
+            state.legacy_arguments = TextBuffer()
         if piece:
             size = state.legacy_arguments.tell() + len(piece)
             if size > self._max_call or not self._fits_turn(len(piece)):

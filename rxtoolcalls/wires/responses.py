@@ -34,11 +34,10 @@ Rules (``ResponsesReader.feed``):
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._core import _NO_EVENTS, Call, Core, _at, as_dict, event_dict
+from .._core import _NO_EVENTS, Call, Core, TextBuffer, _at, as_dict, event_dict
 from .._errors import MalformedChunkError, ProviderError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
 from .._types import CallItem, ToolCall, ToolCallStarted, new_call_item
@@ -83,7 +82,7 @@ class _Items(Core):
         self._items: dict[int, dict[str, Any]] = {}
         # Text by (output_index, part, what): output text, refusal, reasoning; joined in
         # output order.
-        self._text: dict[tuple[int, int, str], io.StringIO] = {}
+        self._text: dict[tuple[int, int, str], TextBuffer] = {}
         self._ended: str | None = None
 
     def _index(self, data: dict[str, Any]) -> int:
@@ -303,7 +302,7 @@ class ResponsesReader(_Items):
         text = self._charge_text(self._choices[0], excerpt(data.get("type"), 60), data.get(field))
         buffer = self._text.get(key)
         if buffer is None:
-            buffer = self._text[key] = io.StringIO()
+            buffer = self._text[key] = TextBuffer()
         buffer.write(text)
         return _NO_EVENTS
 
@@ -391,7 +390,7 @@ class ResponsesReader(_Items):
             parts[what].append(buffer.getvalue())
         for what, pieces in parts.items():
             if pieces:
-                setattr(state, what, io.StringIO("".join(pieces)))
+                setattr(state, what, TextBuffer("".join(pieces)))
         streamed: dict[int, list[dict[str, Any]]] = {}
         for (index, _, what), buffer in sorted(self._text.items(), key=lambda kv: kv[0]):
             if what == "content":
