@@ -1421,6 +1421,7 @@ async def _paced_bytes(pieces: list[bytes]) -> AsyncIterator[bytes]:
 
 
 CONCURRENT_FRAGMENTS = 400  # per stream: about 90 KB of SSE, six 16 KiB pieces
+PROSE_CHARACTERS = 1_600  # the open-stream memory of an answer without calls
 
 
 def _open_stream_memory(pieces: list[bytes], streams: int) -> float:
@@ -1501,6 +1502,20 @@ def concurrency_bytes(streams: int, repeats: int) -> list[Target]:
             [layout_raw[i : i + PIECE] for i in range(0, len(layout_raw), PIECE)], streams
         )
         memory.append((layout, held))
+    # A prose answer streamed 4 characters a chunk: no argument bytes, its text kept instead.
+    prose = "".join(chr(97 + i % 26) for i in range(PROSE_CHARACTERS))
+    prose_chunks = [
+        {"id": "c", "choices": [{"index": 0, "delta": {"content": prose[i : i + 4]}}]}
+        for i in range(0, len(prose), 4)
+    ]
+    stop = {"index": 0, "delta": {}, "finish_reason": "stop"}
+    prose_chunks.append({"id": "c", "choices": [stop]})
+    prose_raw = (
+        "".join(f"data: {json.dumps(c)}\n\n" for c in prose_chunks) + "data: [DONE]\n\n"
+    ).encode()
+    prose_held = _open_stream_memory(
+        [prose_raw[i : i + PIECE] for i in range(0, len(prose_raw), PIECE)], streams
+    )
     print(f"\n### {streams:,} concurrent async byte sources on one asyncio loop\n")
     print(
         f"each stream {n:,} fragments in {len(pieces)} pieces of {PIECE // 1024} KiB "
@@ -1519,6 +1534,8 @@ def concurrency_bytes(streams: int, repeats: int) -> list[Target]:
         f"\nmemory per open stream, all {streams:,} waiting for their last piece (the bound: "
         f"16 KiB + {arguments:,} argument bytes = {bound / 1024:.1f} KiB): "
         + ", ".join(f"{layout} {held / 1024:.1f} KiB" for layout, held in memory)
+        + f"; a prose answer of {PROSE_CHARACTERS:,} characters in 4-character chunks, no "
+        f"calls: {prose_held / 1024:.1f} KiB"
     )
     return [
         (
