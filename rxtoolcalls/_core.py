@@ -87,8 +87,10 @@ class TextBuffer:
             self.data += str.encode(text)
         except UnicodeEncodeError:
             self.data += str.encode(text, "utf-8", "surrogatepass")
-        self.chars += len(text)
-        return len(text)
+        # str's own length too: a subclass's __len__ would pass the limits by.
+        size = str.__len__(text)
+        self.chars += size
+        return size
 
     def getvalue(self) -> str:
         """The text written so far."""
@@ -169,6 +171,7 @@ class Call:
         "seen",
         "server",
         "sink",
+        "streamed",
         "tree",
         "type",
     )
@@ -209,13 +212,15 @@ class Call:
         # Arguments set by path (rule 8), until ``close_paths`` writes them as text.
         self.tree: PathTree | None = None
         # What was received so far, kept only when resends must be recognised.
-        self.seen: io.StringIO | None = None
+        self.seen: TextBuffer | None = None
         # The arguments as UTF-8: one byte a character for the usual ASCII JSON, where a
         # StringIO holds four (a copying one) or a 53-byte object a piece (a new one, on
         # CPython 3.11), most of the memory of thousands of open turns. A lone surrogate
         # (half of an escaped pair) is kept as such ("surrogatepass"), to come out as it went
         # in. ``None``: the reader keeps no arguments.
         self.data: bytearray | None = bytearray() if keep_arguments else None
+        # The pieces joined, once ``settle`` let their bytes go.
+        self.streamed: str | None = None
         # Where pieces go: ``None`` for ``data`` (the hot paths append inline), otherwise a
         # group's push when an Rx operator routes them to an inner stream, or a drop.
         self.sink: Callable[[str], object] | None = None if keep_arguments else _discard
@@ -231,21 +236,23 @@ class Call:
             data += str.encode(piece, "utf-8", "surrogatepass")
 
     def text(self) -> str:
-        """The arguments kept so far (after ``settle``, the joined text)."""
+        """The argument pieces kept so far, joined (a final value that replaced them aside)."""
         data = self.data
         if data is None:
-            return self.final or ""
+            return self.streamed or ""
         return data.decode("utf-8", "surrogatepass")
 
     def settle(self, arguments: str) -> None:
-        """Hold the joined ``arguments`` instead of the bytes: the turn is read, no piece follows.
+        """Hold the pieces joined instead of their bytes: the turn is read, no piece follows.
 
-        A large call's parse then holds its text and its value, not its bytes as well.
+        ``arguments`` is the call's text at the close. A large call's parse then holds its text
+        and its value, not its bytes as well.
         """
+        self.seen = None
         if self.data is not None:
+            self.streamed = arguments if self.final is None else self.text()
             self.data = None
             self.sink = _discard  # a sink of lifecycle() holds the bytes too
-            self.final = arguments
 
     @property
     def size(self) -> int:
@@ -683,7 +690,7 @@ class _Calls(_State):
         call = Call(state.index, index, len(state.every) + 1, id, type_, name, self._keep)
         self._grant(call, 0)
         if self._resend or (provisional and not self._keep):
-            call.seen = io.StringIO()
+            call.seen = TextBuffer()
         state.calls[index] = call
         state.every.append(call)
         if self._on_open is not None:

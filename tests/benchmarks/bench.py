@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import reactivex
+from reactivex import operators as ops
 from reactivex.scheduler import CurrentThreadScheduler
 
 import rxtoolcalls as rt
@@ -1169,6 +1170,14 @@ def _without_ids(run: Callable[[list[Any]], Calls]) -> Callable[[list[Any]], Cal
     return compare
 
 
+def rx_alone(events: list[Any]) -> int:
+    """What reactivex costs a turn before any reading: the same source, one identity operator."""
+    out: list[Any] = []
+    source = reactivex.from_iterable(events, scheduler=CurrentThreadScheduler())
+    source.pipe(ops.map(lambda event: event)).subscribe(out.append)
+    return len(out)
+
+
 def gemini_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
     """Gemini streamed-argument and whole-call turns against their hand loops (printed)."""
     cases: list[tuple[str, int, int, list[dict[str, Any]], Callable[[Any], Calls]]] = []
@@ -1181,6 +1190,7 @@ def gemini_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
         for calls in GEMINI_TURNS
     ]
     print("\n### Gemini: per second (fragments streamed; calls whole), ratio to the hand loop\n")
+    floors: list[tuple[int, float, float, float]] = []
     print("| turn | size | hand loop | Assembler | assemble() | assemble(wire='gemini') |")
     print("|---|---:|---:|---:|---:|---:|")
     worst = 1e9
@@ -1212,6 +1222,19 @@ def gemini_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
         rates = {name: units / seconds for name, seconds in best.items()}
         ratio = rates["assemble"] / rates["hand"]
         worst = min(worst, ratio)
+        if label == "whole calls":
+            floor = float("inf")
+            for _ in range(20 * repeats):
+                gc.collect()
+                gc.disable()
+                try:
+                    start = time.perf_counter()
+                    for _ in range(batch):
+                        rx_alone(events)
+                    floor = min(floor, (time.perf_counter() - start) / batch)
+                finally:
+                    gc.enable()
+            floors.append((size, best["hand"], floor, best["assemble"]))
         print(
             f"| {label} | {size:,} | {rates['hand']:,.0f} | "
             + " | ".join(
@@ -1221,6 +1244,16 @@ def gemini_section(sizes: tuple[int, ...], repeats: int) -> list[Target]:
             + " |"
         )
         print(f"  measured gemini {label:>20} {size:>9,}", file=sys.stderr, flush=True)
+    print(
+        "\nWhole-call turns, µs a turn: the hand loop, reactivex alone (`from_iterable` and an "
+        "identity `map`, nothing read), `assemble()`\n"
+    )
+    for size, hand_s, floor, ours in floors:
+        print(
+            f"- {size} calls: hand loop {hand_s * 1e6:.1f}, reactivex alone {floor * 1e6:.1f} "
+            f"({floor / hand_s:.2f}x the hand loop), assemble() {ours * 1e6:.1f}; 1/3 of the "
+            f"hand loop leaves {(3 * hand_s - floor) * 1e6:.1f} µs for reading the turn"
+        )
     return [
         (
             "gemini: assemble() >= 1/3 of its hand loop, streamed and whole-call turns",
@@ -1421,7 +1454,7 @@ async def _paced_bytes(pieces: list[bytes]) -> AsyncIterator[bytes]:
 
 
 CONCURRENT_FRAGMENTS = 400  # per stream: about 90 KB of SSE, six 16 KiB pieces
-PROSE_CHARACTERS = 1_600  # the open-stream memory of an answer without calls
+PROSE_CHARACTERS = 4_800  # the open-stream memory of an answer without calls: 6 pieces
 
 
 def _open_stream_memory(pieces: list[bytes], streams: int) -> float:
@@ -1513,8 +1546,13 @@ def concurrency_bytes(streams: int, repeats: int) -> list[Target]:
     prose_raw = (
         "".join(f"data: {json.dumps(c)}\n\n" for c in prose_chunks) + "data: [DONE]\n\n"
     ).encode()
-    prose_held = _open_stream_memory(
-        [prose_raw[i : i + PIECE] for i in range(0, len(prose_raw), PIECE)], streams
+    prose_pieces = [prose_raw[i : i + PIECE] for i in range(0, len(prose_raw), PIECE)]
+    prose_held = _open_stream_memory(prose_pieces, streams)
+    # What an open stream has received: the whole events before its withheld last piece.
+    received = sum(
+        len(json.loads(line[6:])["choices"][0]["delta"].get("content", ""))
+        for line in b"".join(prose_pieces[:-1]).split(b"\n\n")[:-1]
+        if line.startswith(b"data: {")
     )
     print(f"\n### {streams:,} concurrent async byte sources on one asyncio loop\n")
     print(
@@ -1534,8 +1572,8 @@ def concurrency_bytes(streams: int, repeats: int) -> list[Target]:
         f"\nmemory per open stream, all {streams:,} waiting for their last piece (the bound: "
         f"16 KiB + {arguments:,} argument bytes = {bound / 1024:.1f} KiB): "
         + ", ".join(f"{layout} {held / 1024:.1f} KiB" for layout, held in memory)
-        + f"; a prose answer of {PROSE_CHARACTERS:,} characters in 4-character chunks, no "
-        f"calls: {prose_held / 1024:.1f} KiB"
+        + f"; a prose answer in 4-character chunks, no calls, {received:,} of its "
+        f"{PROSE_CHARACTERS:,} characters received: {prose_held / 1024:.1f} KiB"
     )
     return [
         (
