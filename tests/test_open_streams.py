@@ -37,10 +37,12 @@ def arguments_of(length: int) -> str:
     return json.dumps({"q": "".join(chr(97 + i % 26) for i in range(length - 10))})
 
 
-def held_while_reading(chunks: list[dict[str, Any]]) -> tuple[int, rt.AssistantTurn]:
+def held_while_reading(
+    chunks: list[dict[str, Any]], policy: rt.PolicyName | None = None
+) -> tuple[int, rt.AssistantTurn]:
     """Bytes traced while one reader holds ``chunks``, and the turn it then closes with."""
     fresh = json.loads(json.dumps(chunks))  # fresh strings, as a parser makes them
-    reader = rt.Assembler()
+    reader = rt.Assembler(policy)
     gc.collect()
     tracemalloc.start()
     try:
@@ -389,16 +391,6 @@ def test_the_lenient_policy_keeps_what_a_call_received_at_one_byte_a_character()
     # Recognising resent pieces keeps what was received: a StringIO kept each piece as an
     # object (106 KB for 2,000 pieces of 4 characters).
     text = arguments_of(8_000)
-    fresh = json.loads(json.dumps(pieces_of(text)))
-    reader = rt.Assembler("lenient")
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        for chunk in fresh:
-            reader.feed(chunk)
-        held = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+    held, turn = held_while_reading(pieces_of(text), "lenient")
     assert held < 2 * 8_000 * 1.25 + 1_000
-    assert reader.close().tool_calls[0].arguments == text
+    assert turn.tool_calls[0].arguments == text
