@@ -23,7 +23,14 @@ from reactivex.subject import Subject
 import rxtoolcalls as rt
 from rxtoolcalls.serve import ReplayServer
 from tests.helpers import fixture_names, load_fixture
-from tests.test_sdk_wires import BOUND, dispose_after_first, needs_proc, open_sockets, settle
+from tests.test_sdk_wires import (
+    BOUND,
+    dispose_after_first,
+    needs_proc,
+    open_sockets,
+    result,
+    settle,
+)
 from tests.wire_builders import load_wire, load_wire_lines, sse_bytes, wire_fixture_names
 
 openai = pytest.importorskip("openai")
@@ -36,16 +43,6 @@ RESPONSES = wire_fixture_names("responses")
 PARALLEL = load_fixture("openai__parallel_tool_calls")
 ASK: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 SILENT = 60.0  # seconds the server waits after an event: far past BOUND, so only a close frees it
-
-
-def outcome(run: Callable[[], Any]) -> Any:
-    """The turn, or the type of the typed error."""
-    try:
-        turn = run()
-    except rt.ToolCallStreamError as error:
-        return type(error)
-    assert isinstance(turn, rt.AssistantTurn)
-    return turn
 
 
 async def async_outcome(source: reactivex.Observable[Any]) -> Any:
@@ -101,11 +98,11 @@ def test_chat_recording_over_mock_transport(name: str) -> None:
     answers = Answers(chat_sse(load_fixture(name)))
     client = answers.client()
     stream = client.chat.completions.create(**ASK, stream=True)
-    want = outcome(lambda: rt.from_openai_stream(stream).pipe(rt.assemble()).run())
+    want = result(lambda: rt.from_openai_stream(stream).pipe(rt.assemble()).run())
     manager = client.chat.completions.with_streaming_response.create(**ASK, stream=True)
-    by_manager = outcome(lambda: rt.from_openai_response(manager).pipe(rt.assemble()).run())
+    by_manager = result(lambda: rt.from_openai_response(manager).pipe(rt.assemble()).run())
     with client.chat.completions.with_streaming_response.create(**ASK, stream=True) as response:
-        by_response = outcome(lambda: rt.from_openai_response(response).pipe(rt.assemble()).run())
+        by_response = result(lambda: rt.from_openai_response(response).pipe(rt.assemble()).run())
         assert response.is_closed
 
     async def read_async() -> Any:
@@ -141,9 +138,9 @@ def test_chat_recording_over_loopback_http(name: str) -> None:
     with ReplayServer([chunks]) as server:
         client = gpt(server)
         stream = client.chat.completions.create(**ASK, stream=True)
-        want = outcome(lambda: rt.from_openai_stream(stream).pipe(rt.assemble()).run())
+        want = result(lambda: rt.from_openai_stream(stream).pipe(rt.assemble()).run())
         manager = client.chat.completions.with_streaming_response.create(**ASK, stream=True)
-        got = outcome(lambda: rt.from_openai_response(manager).pipe(rt.assemble()).run())
+        got = result(lambda: rt.from_openai_response(manager).pipe(rt.assemble()).run())
         got_async = asyncio.run(read_async(server))
         assert len(server.requests) == 3
     assert got == want
@@ -155,9 +152,9 @@ def test_responses_recording(name: str) -> None:
     answers = Answers(sse_bytes(load_wire_lines("responses", name)))
     client = answers.client()
     stream = client.responses.create(model="m", input="hi", stream=True)
-    want = outcome(lambda: rt.from_openai_stream(stream).pipe(rt.assemble()).run())
+    want = result(lambda: rt.from_openai_stream(stream).pipe(rt.assemble()).run())
     manager = client.responses.with_streaming_response.create(model="m", input="hi", stream=True)
-    by_mock = outcome(lambda: rt.from_openai_response(manager).pipe(rt.assemble()).run())
+    by_mock = result(lambda: rt.from_openai_response(manager).pipe(rt.assemble()).run())
 
     async def read_async(server: ReplayServer) -> Any:
         aclient = async_gpt(server)
@@ -173,7 +170,7 @@ def test_responses_recording(name: str) -> None:
         manager = gpt(server).responses.with_streaming_response.create(
             model="m", input="hi", stream=True
         )
-        by_loopback = outcome(lambda: rt.from_openai_response(manager).pipe(rt.assemble()).run())
+        by_loopback = result(lambda: rt.from_openai_response(manager).pipe(rt.assemble()).run())
         by_async = asyncio.run(read_async(server))
         assert [r["stream"] for r in server.requests] == [True, True]
     assert by_mock == want

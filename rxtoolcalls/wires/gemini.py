@@ -288,12 +288,8 @@ class _Parts(Core):
         args = function_call.get("args")
         if args is not None:
             if fragments is not None:
-                raise MalformedChunkError(
-                    f"candidate {state.index}: functionCall {excerpt(name)} has both args and "
-                    f"partialArgs",
-                    choice_index=state.index,
-                    index=call.index,
-                    name=name,
+                raise _malformed(
+                    call, f"functionCall {excerpt(name)} has both args and partialArgs"
                 )
             if not isinstance(args, dict):
                 raise self._bad_args(call, args)
@@ -319,32 +315,19 @@ class _Parts(Core):
         return f"call_{drawn:024x}"
 
     def _bad_args(self, call: Call, args: object) -> MalformedChunkError:
-        return MalformedChunkError(
-            f"candidate {call.choice_index}: functionCall {excerpt(call.name)} args must be an "
-            f"object, got {type(args).__name__}",
-            choice_index=call.choice_index,
-            index=call.index,
-            name=call.name,
+        return _malformed(
+            call,
+            f"functionCall {excerpt(call.name)} args must be an object, got {type(args).__name__}",
         )
 
     def _fragments(self, call: Call, fragments: object) -> None:
-        state = self._choices[call.choice_index]
         if not isinstance(fragments, list):
-            raise MalformedChunkError(
-                f"candidate {state.index}: partialArgs must be a list, got "
-                f"{type(fragments).__name__}",
-                choice_index=state.index,
-                index=call.index,
-                name=call.name,
-            )
+            raise _malformed(call, f"partialArgs must be a list, got {type(fragments).__name__}")
         for fragment in fragments:
             if not isinstance(fragment, dict):
-                raise MalformedChunkError(
-                    f"candidate {state.index}: a partialArgs entry must be an object, got "
-                    f"{type(fragment).__name__}",
-                    choice_index=state.index,
-                    index=call.index,
-                    name=call.name,
+                raise _malformed(
+                    call,
+                    f"a partialArgs entry must be an object, got {type(fragment).__name__}",
                 )
             # As the wire's JSON writes them: an unset value is absent or null, but a
             # nullValue is null whatever it holds (protobuf's NullValue writes as null).
@@ -357,13 +340,11 @@ class _Parts(Core):
                 self._count("empty_partial_args")
                 continue
             if len(kinds) != 1:
-                raise MalformedChunkError(
-                    f"candidate {state.index}: a partialArgs entry at "
+                raise _malformed(
+                    call,
+                    f"a partialArgs entry at "
                     f"{excerpt(fragment.get('jsonPath'), 80)} must carry exactly one of "
                     f"{', '.join(_VALUES)}, got {len(kinds)}",
-                    choice_index=state.index,
-                    index=call.index,
-                    name=call.name,
                 )
             kind = kinds[0]
             value = fragment[kind]
@@ -372,22 +353,17 @@ class _Parts(Core):
             elif (kind == "stringValue" and type(value) is not str) or (
                 kind == "boolValue" and type(value) is not bool
             ):
-                raise MalformedChunkError(
-                    f"candidate {state.index}: {kind} must be a "
+                raise _malformed(
+                    call,
+                    f"{kind} must be a "
                     f"{'string' if kind == 'stringValue' else 'bool'}, got {type(value).__name__}",
-                    choice_index=state.index,
-                    index=call.index,
-                    name=call.name,
                 )
             elif kind == "numberValue" and (
                 type(value) not in (int, float) or value != value or value in (_INF, -_INF)
             ):
-                raise MalformedChunkError(
-                    f"candidate {state.index}: numberValue must be a finite number, got "
-                    f"{excerpt(value)}",
-                    choice_index=state.index,
-                    index=call.index,
-                    name=call.name,
+                raise _malformed(
+                    call,
+                    f"numberValue must be a finite number, got {excerpt(value)}",
                 )
             self.set_path(
                 call, fragment.get("jsonPath"), value, fragment.get("willContinue") is True
@@ -409,6 +385,16 @@ class _Parts(Core):
 
 
 _INF = float("inf")
+
+
+def _malformed(call: Call, message: str) -> MalformedChunkError:
+    """A ``MalformedChunkError`` about ``call``: ``message``, after its candidate."""
+    return MalformedChunkError(
+        f"candidate {call.choice_index}: {message}",
+        choice_index=call.choice_index,
+        index=call.index,
+        name=call.name,
+    )
 
 
 class GeminiReader(_Parts):
