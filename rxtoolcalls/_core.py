@@ -64,6 +64,14 @@ __all__ = ["Call", "Core", "TextBuffer", "as_dict", "attr", "event_dict", "extra
 _NO_EVENTS: tuple[ToolCallStarted, ...] = ()
 
 
+def _utf8(text: str) -> bytes:
+    """``text`` as UTF-8, lone surrogates kept (surrogatepass), by str's own encode."""
+    try:
+        return str.encode(text)
+    except UnicodeEncodeError:
+        return str.encode(text, "utf-8", "surrogatepass")
+
+
 class TextBuffer:
     """Text kept as UTF-8: one byte a character for ASCII, lone surrogates as they came.
 
@@ -82,12 +90,8 @@ class TextBuffer:
 
     def write(self, text: str) -> int:
         """Append ``text``; return its length."""
-        # str's own encode: a subclass's override is not the text.
-        try:
-            self.data += str.encode(text)
-        except UnicodeEncodeError:
-            self.data += str.encode(text, "utf-8", "surrogatepass")
-        # str's own length too: a subclass's __len__ would pass the limits by.
+        self.data += _utf8(text)
+        # str's own length: a subclass's __len__ would pass the limits by.
         size = str.__len__(text)
         self.chars += size
         return size
@@ -229,11 +233,7 @@ class Call:
         """Append a piece to ``data`` (the hot paths inline this)."""
         data = self.data
         assert data is not None
-        # str's own encode: a subclass's override is not the text (the hot paths take str only).
-        try:
-            data += str.encode(piece)
-        except UnicodeEncodeError:
-            data += str.encode(piece, "utf-8", "surrogatepass")
+        data += _utf8(piece)
 
     def text(self) -> str:
         """The argument pieces kept so far, joined (a final value that replaced them aside)."""
