@@ -303,6 +303,17 @@ def _time(fn: Callable[[Any], T], data: Any) -> tuple[float, T]:
         gc.enable()
 
 
+def _time_parsing(parser: Any, fn: Callable[[Any], T], data: Any) -> tuple[float, T]:
+    """``_time`` with SSE data parsed by ``parser`` (``None``: the standard library)."""
+    sse = rt._sse
+    kept = sse._fast_decode
+    sse._fast_decode = parser
+    try:
+        return _time(fn, data)
+    finally:
+        sse._fast_decode = kept
+
+
 def measure(sizes: tuple[int, ...], repeats: int, peers: bool) -> list[Row]:
     rows: list[Row] = []
     for layout in LAYOUTS:
@@ -1315,11 +1326,7 @@ def _bytes_rates(
     best = dict.fromkeys(runs, float("inf"))
     for _ in range(max(repeats, repeats * 100_000 // (fragments * 4))):
         for name, fn in runs.items():
-            _sse._fast_decode = fast if name == "fast" else None
-            try:
-                seconds, result = _time(fn, pieces)
-            finally:
-                _sse._fast_decode = fast
+            seconds, result = _time_parsing(fast if name == "fast" else None, fn, pieces)
             if result != expected:
                 raise SystemExit(f"from bytes: {name} differs on {what}")
             best[name] = min(best[name], seconds)
@@ -2188,11 +2195,8 @@ def e2e_curves(repeats: int) -> dict[str, list[tuple[int, float]]]:
         for name, fn, data, parser in runs:
             best = float("inf")
             for _ in range(max(1, repeats if size < 100_000 else 2)):
-                _sse._fast_decode = parser if name == "the same with the fast extra" else None
-                try:
-                    seconds, result = _time(fn, data)
-                finally:
-                    _sse._fast_decode = fast
+                chosen = parser if name == "the same with the fast extra" else None
+                seconds, result = _time_parsing(chosen, fn, data)
                 if result != expected:
                     raise SystemExit(f"end to end: {name} differs at {size}")
                 best = min(best, seconds)
