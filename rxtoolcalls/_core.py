@@ -532,6 +532,9 @@ class _State:
         """Ignore every later chunk (the subscription ended)."""
         self._stopped = True
         self._fast = False
+        # An Rx stage's ``fail`` holds the stage, which holds this reader: a cycle that would
+        # keep the whole turn alive until the next collection.
+        self._on_error = None
 
     # -- feeding -------------------------------------------------------------------------
 

@@ -42,10 +42,30 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._core import _NO_EVENTS, Call, Core, _Choice, as_dict, attr
+from .._core import (
+    _ABSENT,
+    _COPY_DEPTH,
+    _NO_EVENTS,
+    _WRITE_JSON,
+    Call,
+    Core,
+    _Choice,
+    _copied,
+    as_dict,
+    attr,
+)
 from .._errors import MalformedChunkError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
-from .._types import CallItem, ToolCall, ToolCallStarted, new_call_item
+from .._types import (
+    AssistantTurn,
+    CallItem,
+    ToolCall,
+    ToolCallStarted,
+    new_call_item,
+    new_started,
+    new_tool_call,
+    new_turn,
+)
 
 __all__ = ["GeminiReader", "identifies", "new_call_id"]
 
@@ -173,7 +193,7 @@ class _Candidate:
 class _Parts(Core):
     """The parts of each candidate: text, thoughts, whole and streamed calls."""
 
-    __slots__ = ("_candidates", "_next_id")
+    __slots__ = ("_candidates", "_copy_depth", "_next_id")
 
     def __init__(
         self,
@@ -186,6 +206,8 @@ class _Parts(Core):
         super().__init__(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
         self._candidates: dict[int, _Candidate] = {}
         self._next_id: int | None = None
+        # Deeper objects are parsed at the close (a copy this deep would recurse far).
+        self._copy_depth = min(policy.limits.max_depth, _COPY_DEPTH)
 
     def _candidate(self, data: object) -> tuple[_Choice, _Candidate]:
         if not isinstance(data, dict):
@@ -449,7 +471,99 @@ class GeminiReader(_Parts):
                 if usage is not None:
                     self.usage = usage
                 return _NO_EVENTS
+        elif self._fast and call is None and type(event) is dict:
+            started = self._whole_call(event, first)
+            if started is not None:
+                return started
         return self._slow_feed(event)
+
+    def _whole_call(
+        self, event: dict[str, Any], first: _Candidate | None
+    ) -> Sequence[ToolCallStarted] | None:
+        """Rule 3 for the usual response: one part, one call sent whole, in candidate 0.
+
+        ``None`` when the response is anything else, or when a rule could refuse it: the full
+        path reads it then, and gives the error. Nothing is changed before that is known.
+        """
+        found = event.get("candidates")
+        if type(found) is not list or len(found) != 1 or "error" in event:
+            return None
+        candidate = found[0]
+        if type(candidate) is not dict or "finishReason" in candidate:
+            return None
+        index = candidate.get("index", 0)
+        content = candidate.get("content")
+        if type(index) is not int or index != 0 or type(content) is not dict:
+            return None
+        parts = content.get("parts")
+        if type(parts) is not list or len(parts) != 1:
+            return None
+        part = parts[0]
+        if type(part) is not dict or len(part) != 1:
+            return None
+        function_call = part.get("functionCall")
+        if type(function_call) is not dict:
+            return None
+        name = function_call.get("name")
+        args = function_call.get("args")
+        given = function_call.get("id")
+        if (
+            type(name) is not str
+            or not name
+            or len(name) > self._max_identifier
+            or type(args) is not dict
+            or len(function_call) != (2 if given is None else 3)
+            or (given is not None and (type(given) is not str or not given))
+            or (given is not None and len(given) > self._max_identifier)
+        ):
+            return None
+        usage = event.get("usageMetadata")
+        tools = self._policy.tools
+        if (
+            (usage is not None and type(usage) is not dict)
+            or (tools is not None and name not in tools)
+            or (first is not None and first.ended)
+            or self._on_open is not None
+            or not self._keep
+            or self._opened >= self._policy.limits.max_calls
+        ):
+            return None
+        try:
+            text = _WRITE_JSON(args)
+        except (TypeError, ValueError, RecursionError):
+            return None
+        size = len(text)
+        if size > self._max_call or size > self._budget:
+            return None
+        # Every rule holds: the call is taken as the full path takes it.
+        if usage is not None:
+            self.usage = usage
+        if first is None:
+            first = self._candidates[0] = _Candidate()
+        state = self._state(0)
+        self._opened += 1
+        self._budget -= size
+        number = first.calls
+        first.calls = number + 1
+        if given is None:
+            self._count("synthesized_id")
+        call = Call(
+            0, number, len(state.every) + 1, given or self._new_id(), "function", name, False
+        )
+        call.end = size
+        call.closed = True
+        call.streamed = text
+        parsed = _copied(args, self._copy_depth)
+        if parsed is not _ABSENT:
+            call.parsed = parsed
+        state.calls[number] = call
+        state.every.append(call)
+        first.parts.append(new_call_item(number, _render_made if given is None else _render_given))
+        call.announced = True
+        self._named += 1
+        if not self._announce:
+            return _NO_EVENTS
+        return (new_started(number, call.id, name, self._named, 0),)
 
     def _feed(self, event: object) -> Sequence[ToolCallStarted]:
         if isinstance(event, str) and event.strip() == "[DONE]":
@@ -526,6 +640,59 @@ class GeminiReader(_Parts):
         candidate.ended = True
         state.finish_reason = reason if type(reason) is str else excerpt(reason)
         state.outcome = "content_filter"
+
+    def close_choices(self) -> tuple[AssistantTurn, ...]:
+        """Return the turn (or one per candidate), or raise (once only)."""
+        if not self._closed and len(self._candidates) == 1:
+            candidate = self._candidates.get(0)
+            if candidate is not None:
+                turn = self._whole_turn(self._choices[0], candidate)
+                if turn is not None:
+                    return (turn,)
+        return super().close_choices()
+
+    def _whole_turn(self, state: _Choice, candidate: _Candidate) -> AssistantTurn | None:
+        """The turn of one candidate that ended with ``STOP`` and holds whole calls alone.
+
+        Such a turn passes every rule of the general close: each call has a name, an id, and
+        arguments parsed already. ``None`` for any other turn.
+        """
+        policy = self._policy
+        tools = policy.tools
+        if state.outcome != "stop" or (tools is not None and policy.validate_arguments):
+            return None
+        for call in state.every:
+            if call.parsed is None or call.closed is not True or call.final is not None:
+                return None
+            if tools is not None and call.name not in tools:
+                return None
+        self._closed = True
+        self.stop()
+        calls: list[ToolCall] = []
+        for call in state.every:
+            arguments = call.text()
+            call.settle(arguments)
+            calls.append(
+                new_tool_call(
+                    call.index, call.id, call.name, arguments, call.parsed, "function", None
+                )
+            )
+        return new_turn(
+            None if state.content is None else state.content.getvalue(),
+            tuple(calls),
+            state.finish_reason,
+            None if state.refusal is None else state.refusal.getvalue(),
+            None if state.reasoning is None else state.reasoning.getvalue(),
+            self.usage,
+            0,
+            None,
+            dict(self.normalizations),
+            "gemini",
+            tuple(
+                p.render(calls[p.index]) if isinstance(p, CallItem) else dict(p)
+                for p in candidate.parts
+            ),
+        )
 
     def _settle(self) -> None:
         for index, candidate in self._candidates.items():

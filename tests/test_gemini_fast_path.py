@@ -1,0 +1,285 @@
+"""The Gemini reader's fast paths give exactly what its full path gives, on any stream.
+
+``GeminiReader.feed`` takes the usual responses (one whole call, one more piece of a streamed
+string) without the general rules, and ``close_choices`` builds a turn of whole calls without
+the general close. Each is compared here with the full path (``_fast`` off, ``Core``'s close)
+on the recordings, on every value of them broken, and on random turns: the same start events,
+the same calls while open, the same turns or the same error.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+import pytest
+import reactivex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rxtoolcalls as rt
+from rxtoolcalls._core import Core
+from rxtoolcalls._reader import detect_wire
+from rxtoolcalls.wires.gemini import GeminiReader
+from tests.test_wire_gemini import _JUNK, _places, _replace
+from tests.wire_builders import g_arg, g_open, load_wire, wire_fixture_names
+
+GEMINI = wire_fixture_names("gemini")
+
+
+@pytest.fixture(autouse=True)
+def same_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ids are drawn at random: both paths draw the same here, so whole turns compare."""
+    monkeypatch.setattr(os, "urandom", lambda n: bytes(range(n)))
+
+
+def _error(error: rt.ToolCallStreamError) -> tuple[Any, ...]:
+    return (type(error), str(error), vars(error))
+
+
+def _open_calls(reader: Any) -> list[tuple[Any, ...]]:
+    return [
+        (c.choice_index, c.index, c.order, c.id, c.name, c.size, c.text(), c.closed, c.announced)
+        for c in reader.calls()
+    ]
+
+
+def _turns(turns: tuple[rt.AssistantTurn, ...]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            turn,
+            [(c.id, c.arguments, c.parsed_arguments, c.type, c.item_id) for c in turn.tool_calls],
+            turn.usage,
+            turn.normalizations,
+            turn.items,
+        )
+        for turn in turns
+    ]
+
+
+def outcome(events: list[Any], policy: rt.Policy, *, fast: bool) -> tuple[Any, ...]:
+    """What a reader says of ``events``: start events, calls before the close, turns or error."""
+    reader = GeminiReader(policy)
+    if not fast:
+        reader._fast = False
+    started: list[Any] = []
+    try:
+        for event in events:
+            started.extend(reader.feed(event))
+        held = _open_calls(reader)
+        turns = reader.close_choices() if fast else Core.close_choices(reader)
+    except rt.ToolCallStreamError as error:
+        return ("error", started, _error(error))
+    return ("turns", started, held, _turns(turns))
+
+
+def through_rx(events: list[Any], policy: rt.Policy, wire: Any) -> tuple[Any, ...]:
+    """The turn or error of ``assemble()``: what a pipeline sees."""
+    out: list[Any] = []
+    reactivex.from_iterable(events).pipe(rt.assemble(policy, wire=wire)).subscribe(
+        out.append, out.append
+    )
+    if isinstance(out[0], rt.ToolCallStreamError):
+        return ("error", _error(out[0]))
+    assert isinstance(out[0], rt.AssistantTurn)
+    return ("turns", _turns((out[0],)))
+
+
+def assert_same(events: list[Any], policy: rt.Policy = rt.DEFAULT) -> tuple[Any, ...]:
+    """Both paths, then ``assemble()`` forced to the wire and, once it shows, detecting it."""
+    fast = outcome(copy.deepcopy(events), policy, fast=True)
+    full = outcome(copy.deepcopy(events), policy, fast=False)
+    assert fast == full
+    expected = ("error", full[2]) if full[0] == "error" else ("turns", full[3])
+    wires: list[Any] = ["gemini"]
+    if events and detect_wire(events[0]) == "gemini":
+        wires.append(None)
+    for wire in wires:
+        if expected[0] == "turns" and len(expected[1]) > 1:
+            continue  # assemble() refuses more than one choice; both paths agreed above
+        assert through_rx(copy.deepcopy(events), policy, wire) == expected
+    return fast
+
+
+# -- the recordings, whole and broken --------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", GEMINI)
+def test_every_recording_reads_the_same_on_both_paths(name: str) -> None:
+    assert assert_same(load_wire("gemini", name))[0] == "turns"
+
+
+@pytest.mark.parametrize("name", GEMINI)
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_a_broken_value_anywhere_reads_the_same_on_both_paths(name: str, data: Any) -> None:
+    events = load_wire("gemini", name)
+    at = data.draw(st.integers(0, len(events) - 1))
+    place = data.draw(st.sampled_from(_places(events[at])))
+    events[at] = _replace(events[at], place, data.draw(_JUNK))
+    assert_same(events)
+
+
+# -- random turns of whole calls -------------------------------------------------------------
+
+_NAMES = st.sampled_from(["f", "g", "lookup", "", "n" * 30]) | st.none() | st.integers(0, 2)
+_IDS = st.sampled_from(["id_1", "id_2", "", "i" * 30]) | st.none() | st.integers(0, 2)
+_LEAF = st.none() | st.booleans() | st.integers(-5, 5) | st.floats() | st.text(max_size=8)
+_ARGS = st.recursive(
+    _LEAF | st.text(alphabet="\ud800\udc00é", max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner)
+        | st.dictionaries(st.text(max_size=3) | st.integers(0, 2), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_WHOLE_ARGS = st.dictionaries(st.text(max_size=4), _ARGS, max_size=3) | _ARGS
+
+
+@st.composite
+def _function_call(draw: Any) -> dict[str, Any]:
+    call: dict[str, Any] = {}
+    if draw(st.integers(0, 9)):
+        call["name"] = draw(_NAMES)
+    if draw(st.integers(0, 9)):
+        call["args"] = draw(_WHOLE_ARGS)
+    if draw(st.booleans()):
+        call["id"] = draw(_IDS)
+    if not draw(st.integers(0, 7)):
+        call[draw(st.sampled_from(["willContinue", "partialArgs", "x"]))] = draw(
+            st.sampled_from([True, False, None, [], [{"jsonPath": "$.a", "numberValue": 1}]])
+        )
+    return call
+
+
+@st.composite
+def _part(draw: Any) -> Any:
+    kind = draw(st.integers(0, 9))
+    if kind <= 5:
+        part: dict[str, Any] = {"functionCall": draw(_function_call())}
+    elif kind == 6:
+        part = {"text": draw(st.text(max_size=4) | st.none() | st.integers(0, 1))}
+        if draw(st.booleans()):
+            part["thought"] = True
+    elif kind == 7:
+        part = g_open(draw(st.sampled_from(["f", "h"])))
+    elif kind == 8:
+        part = g_arg("$.q", draw(st.text(max_size=3)), more=draw(st.booleans()))
+    else:
+        return draw(st.sampled_from([None, "text", 3, [], {}]))
+    if not draw(st.integers(0, 5)):
+        part["thoughtSignature"] = draw(st.sampled_from(["c2ln", "", 3]))
+    return part
+
+
+@st.composite
+def _response(draw: Any) -> Any:
+    candidate: dict[str, Any] = {
+        "content": {"role": "model", "parts": draw(st.lists(_part(), max_size=2))}
+    }
+    if not draw(st.integers(0, 9)):
+        candidate["index"] = draw(st.sampled_from([0, 1, -1, True, "0", 0.0]))
+    if not draw(st.integers(0, 11)):
+        candidate["content"] = draw(st.sampled_from([None, [], {}, {"parts": None}, {"parts": {}}]))
+    if not draw(st.integers(0, 11)):
+        candidate["finishReason"] = draw(st.sampled_from(["STOP", "MAX_TOKENS", "SAFETY", None, 3]))
+    event: dict[str, Any] = {"candidates": [candidate], "modelVersion": "gemini-test"}
+    if not draw(st.integers(0, 7)):
+        event["usageMetadata"] = draw(st.sampled_from([{"totalTokenCount": 3}, None, 3, []]))
+    if not draw(st.integers(0, 19)):
+        event["candidates"] = draw(st.sampled_from([[], [candidate, candidate], None, {}]))
+    if not draw(st.integers(0, 29)):
+        event["error"] = {"code": 500, "message": "boom"}
+    if not draw(st.integers(0, 29)):
+        return draw(st.sampled_from([None, "[DONE]", 3, [], {"choices": []}]))
+    return event
+
+
+_END = st.sampled_from(["STOP", "MAX_TOKENS", "SAFETY", "MALFORMED_FUNCTION_CALL", None])
+_POLICIES = st.sampled_from(
+    [
+        rt.DEFAULT,
+        rt.LENIENT,
+        rt.Policy(tools={"f": None, "lookup": None}),
+        rt.Policy(tools={"f": None}, join_split_names=True),
+        rt.Policy(
+            limits=rt.Limits(
+                max_calls=3, max_call_arguments=24, max_turn_arguments=40, max_identifier=20
+            )
+        ),
+        rt.Policy(limits=rt.Limits(max_depth=2)),
+        rt.Policy(reject_duplicate_keys=True),
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(events=st.lists(_response(), max_size=6), end=_END, policy=_POLICIES)
+def test_random_turns_read_the_same_on_both_paths(
+    events: list[Any], end: str | None, policy: rt.Policy
+) -> None:
+    if end is not None:
+        events.append({"candidates": [{"content": {"parts": [{"text": ""}]}, "finishReason": end}]})
+    assert_same(events, policy)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    calls=st.lists(
+        st.tuples(st.sampled_from(["f", "g", "lookup"]), _WHOLE_ARGS, st.none() | _IDS),
+        min_size=1,
+        max_size=9,
+    ),
+    usage=st.booleans(),
+    policy=_POLICIES,
+)
+def test_random_turns_of_whole_calls_read_the_same_on_both_paths(
+    calls: list[tuple[str, Any, Any]], usage: bool, policy: rt.Policy
+) -> None:
+    events: list[Any] = []
+    for name, args, id_ in calls:
+        function_call: dict[str, Any] = {"name": name, "args": args}
+        if id_ is not None:
+            function_call["id"] = id_
+        event: dict[str, Any] = {
+            "candidates": [{"content": {"parts": [{"functionCall": function_call}]}}]
+        }
+        if usage:
+            event["usageMetadata"] = {"promptTokenCount": len(events)}
+        events.append(event)
+    events.append({"candidates": [{"content": {"parts": [{"text": ""}]}, "finishReason": "STOP"}]})
+    assert_same(events, policy)
+
+
+def test_the_usual_turn_takes_the_fast_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparisons above mean something only if the fast paths run: count the full ones."""
+    call: dict[str, Any] = {"functionCall": {"name": "f", "args": {"i": 0}}}
+    events: list[Any] = [{"candidates": [{"content": {"parts": [call]}}]} for _ in range(4)]
+    events.append({"candidates": [{"content": {"parts": [{"text": ""}]}, "finishReason": "STOP"}]})
+    full: list[Any] = []
+    feed, close = GeminiReader._slow_feed, Core.close_choices
+
+    def full_feed(self: GeminiReader, event: Any) -> Any:
+        full.append(event)
+        return feed(self, event)
+
+    def full_close(self: Core) -> Any:
+        full.append("close")
+        return close(self)
+
+    monkeypatch.setattr(GeminiReader, "_slow_feed", full_feed)
+    monkeypatch.setattr(Core, "close_choices", full_close)
+    reader = GeminiReader()
+    for event in events:
+        reader.feed(event)
+    (turn,) = reader.close_choices()
+    assert full == events[-1:]
+    assert [c.index for c in turn.tool_calls] == [0, 1, 2, 3]
+    # A streamed call in the turn takes the full close.
+    reader = GeminiReader()
+    for event in [{"candidates": [{"content": {"parts": [g_open("f")]}}]}, *events]:
+        reader.feed(event)
+    reader.close_choices()
+    assert full[-1] == "close"
