@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -26,6 +27,22 @@ from tests.test_wire_gemini import _JUNK, _places, _replace
 from tests.wire_builders import g_arg, g_open, load_wire, wire_fixture_names
 
 GEMINI = wire_fixture_names("gemini")
+
+
+class _NotADict(Mapping[str, Any]):
+    """Reads like a dict, is not one: the wire rules refuse it."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
 
 
 @pytest.fixture(autouse=True)
@@ -58,20 +75,28 @@ def _turns(turns: tuple[rt.AssistantTurn, ...]) -> list[tuple[Any, ...]]:
     ]
 
 
-def outcome(events: list[Any], policy: rt.Policy, *, fast: bool) -> tuple[Any, ...]:
-    """What a reader says of ``events``: start events, calls before the close, turns or error."""
+def outcome(
+    events: list[Any], policy: rt.Policy, *, fast: bool, peek: int | None = None
+) -> tuple[Any, ...]:
+    """What a reader says of ``events``: start events, calls before the close, turns or error.
+
+    ``peek``: the calls are also read after that many events.
+    """
     reader = GeminiReader(policy)
     if not fast:
         reader._fast = False
     started: list[Any] = []
+    peeked: list[Any] = []
     try:
-        for event in events:
+        for at, event in enumerate(events):
+            if at == peek:
+                peeked = _open_calls(reader)
             started.extend(reader.feed(event))
         held = _open_calls(reader)
         turns = reader.close_choices() if fast else Core.close_choices(reader)
     except rt.ToolCallStreamError as error:
-        return ("error", started, _error(error))
-    return ("turns", started, held, _turns(turns))
+        return ("error", started, _error(error), peeked)
+    return ("turns", started, held, _turns(turns), peeked)
 
 
 def through_rx(events: list[Any], policy: rt.Policy, wire: Any) -> tuple[Any, ...]:
@@ -86,10 +111,12 @@ def through_rx(events: list[Any], policy: rt.Policy, wire: Any) -> tuple[Any, ..
     return ("turns", _turns((out[0],)))
 
 
-def assert_same(events: list[Any], policy: rt.Policy = rt.DEFAULT) -> tuple[Any, ...]:
+def assert_same(
+    events: list[Any], policy: rt.Policy = rt.DEFAULT, peek: int | None = None
+) -> tuple[Any, ...]:
     """Both paths, then ``assemble()`` forced to the wire and, once it shows, detecting it."""
-    fast = outcome(copy.deepcopy(events), policy, fast=True)
-    full = outcome(copy.deepcopy(events), policy, fast=False)
+    fast = outcome(copy.deepcopy(events), policy, fast=True, peek=peek)
+    full = outcome(copy.deepcopy(events), policy, fast=False, peek=peek)
     assert fast == full
     expected = ("error", full[2]) if full[0] == "error" else ("turns", full[3])
     wires: list[Any] = ["gemini"]
@@ -119,6 +146,234 @@ def test_a_broken_value_anywhere_reads_the_same_on_both_paths(name: str, data: A
     place = data.draw(st.sampled_from(_places(events[at])))
     events[at] = _replace(events[at], place, data.draw(_JUNK))
     assert_same(events)
+
+
+# -- every rule the fast path must leave to the full path -------------------------------------
+
+
+def _whole(name: Any = "f", args: Any = None, id: Any = None, **candidate: Any) -> dict[str, Any]:
+    call: dict[str, Any] = {"name": name, "args": {"a": 1} if args is None else args}
+    if id is not None:
+        call["id"] = id
+    return {"candidates": [{"content": {"parts": [{"functionCall": call}]}, **candidate}]}
+
+
+_CALL: dict[str, Any] = {"functionCall": {"name": "f", "args": {"a": 1}}}
+_STOP = {"candidates": [{"content": {"parts": [{"text": ""}]}, "finishReason": "STOP"}]}
+_SMALL = rt.Policy(
+    limits=rt.Limits(max_calls=3, max_call_arguments=12, max_turn_arguments=30, max_identifier=8)
+)
+_VALIDATED = rt.Policy(
+    tools={"f": {"type": "object", "properties": {"a": {"type": "string"}}}},
+    validate_arguments=True,
+)
+_USAGES: list[Any] = [{"totalTokenCount": 1}, None, 3, []]
+_CYCLE: dict[str, Any] = {}
+_CYCLE["self"] = _CYCLE
+_EDGES: list[tuple[str, list[Any], rt.Policy]] = [
+    ("plain", [_whole(), _whole(id="id_1"), _STOP], rt.DEFAULT),
+    ("index 1", [_whole(index=1), _STOP], rt.DEFAULT),
+    ("index 1 finished", [_whole(index=1, finishReason="STOP"), _STOP], rt.DEFAULT),
+    *(
+        (f"index {index!r}", [_whole(index=index), _STOP], rt.DEFAULT)
+        for index in (True, "0", 0.0, -1, None, 2**70)
+    ),
+    ("finish with the call", [_whole(finishReason="STOP")], rt.DEFAULT),
+    ("max tokens with the call", [_whole(finishReason="MAX_TOKENS")], rt.DEFAULT),
+    ("null finish", [_whole(finishReason=None), _STOP], rt.DEFAULT),
+    ("a call after the finish", [_STOP, _whole()], rt.DEFAULT),
+    ("no finish", [_whole(), _whole()], rt.DEFAULT),
+    *(
+        (f"usage {usage!r}", [{**_whole(), "usageMetadata": usage}, _STOP], rt.DEFAULT)
+        for usage in _USAGES
+    ),
+    ("error", [{**_whole(), "error": {"code": 503, "message": "busy"}}, _STOP], rt.DEFAULT),
+    *(
+        (f"name {name!r}", [_whole(name=name), _STOP], _SMALL)
+        for name in ("", "n" * 8, "n" * 9, 5, None)
+    ),
+    *((f"id {id!r}", [_whole(id=id), _STOP], _SMALL) for id in ("", "i" * 8, "i" * 9, 5)),
+    (
+        "null id",
+        [
+            {
+                "candidates": [
+                    {
+                        "content": {
+                            "parts": [{"functionCall": {"name": "f", "args": {}, "id": None}}]
+                        }
+                    }
+                ]
+            },
+            _STOP,
+        ],
+        rt.DEFAULT,
+    ),
+    ("max calls", [_whole(args={}) for _ in range(4)] + [_STOP], _SMALL),
+    (
+        "max call arguments",
+        [_whole(args={"a": "x" * 4}), _whole(args={"a": "x" * 5}), _STOP],
+        _SMALL,
+    ),
+    ("max turn arguments", [_whole(args={"a": "x" * 3}) for _ in range(3)] + [_STOP], _SMALL),
+    ("declared", [_whole(name="f"), _STOP], rt.Policy(tools={"f": None})),
+    ("undeclared", [_whole(name="g"), _STOP], rt.Policy(tools={"f": None})),
+    (
+        "a prefix, split names",
+        [_whole(name="lo"), _STOP],
+        rt.Policy(tools={"lookup": None}, join_split_names=True),
+    ),
+    (
+        "will continue",
+        [
+            {
+                "candidates": [
+                    {
+                        "content": {
+                            "parts": [
+                                {"functionCall": {"name": "f", "args": {}, "willContinue": False}}
+                            ]
+                        }
+                    }
+                ]
+            },
+            _STOP,
+        ],
+        rt.DEFAULT,
+    ),
+    (
+        "signed",
+        [
+            {
+                "candidates": [
+                    {
+                        "content": {
+                            "parts": [
+                                {
+                                    "functionCall": {"name": "f", "args": {}},
+                                    "thoughtSignature": "c2ln",
+                                }
+                            ]
+                        }
+                    }
+                ]
+            },
+            _STOP,
+        ],
+        rt.DEFAULT,
+    ),
+    (
+        "two parts",
+        [
+            {
+                "candidates": [
+                    {
+                        "content": {
+                            "parts": [{"functionCall": {"name": "f", "args": {}}}, {"text": "x"}]
+                        }
+                    }
+                ]
+            },
+            _STOP,
+        ],
+        rt.DEFAULT,
+    ),
+    *(
+        (f"args {label}", [_whole(args=args), _STOP], rt.DEFAULT)
+        for label, args in (
+            ("tuple", ({"a": 1},)),
+            ("list", [1]),
+            ("int key", {1: "a", "1": "b"}),
+            ("a set", {"a": {1}}),
+            ("NaN", {"a": float("nan")}),
+            ("a huge int", {"a": 10**5000}),
+            ("a cycle", _CYCLE),
+            ("a lone surrogate", {"a": "\ud800"}),
+            ("a str subclass", {"a": type("S", (str,), {})("x")}),
+        )
+    ),
+    *(
+        (f"shape {label}", [{"candidates": candidates}, _STOP], rt.DEFAULT)
+        for label, candidates in (
+            ("candidates tuple", (_whole()["candidates"][0],)),
+            ("candidate not a dict", [_NotADict(_whole()["candidates"][0])]),
+            ("content not a dict", [{"content": _NotADict({"parts": [_CALL]})}]),
+            ("parts tuple", [{"content": {"parts": (_CALL,)}}]),
+            ("parts a dict", [{"content": {"parts": _CALL}}]),
+            ("part not a dict", [{"content": {"parts": [_NotADict(_CALL)]}}]),
+            (
+                "call not a dict",
+                [{"content": {"parts": [{"functionCall": _NotADict(_CALL["functionCall"])}]}}],
+            ),
+            ("name and args only", [{"content": {"parts": [_CALL]}}]),
+            *(
+                (
+                    f"call with {key}",
+                    [
+                        {
+                            "content": {
+                                "parts": [{"functionCall": {**_CALL["functionCall"], key: value}}]
+                            }
+                        }
+                    ],
+                )
+                for key, value in (
+                    ("willContinue", True),
+                    ("willContinue", False),
+                    ("partialArgs", [{"jsonPath": "$.b", "numberValue": 2}]),
+                    ("partialArgs", []),
+                    ("x", 1),
+                )
+            ),
+        )
+    ),
+    *(
+        (f"validated {label}", [_whole(args=args), _STOP], _VALIDATED)
+        for label, args in (("valid", {"a": "x"}), ("invalid", {"a": 1}))
+    ),
+    ("deep", [_whole(args={"a": [[[1]]]}), _STOP], rt.Policy(limits=rt.Limits(max_depth=2))),
+    (
+        "strict keys",
+        [_whole(args={1: "a", "1": "b"}), _STOP],
+        rt.Policy(reject_duplicate_keys=True),
+    ),
+    (
+        "with streamed calls",
+        [
+            _whole(),
+            {"candidates": [{"content": {"parts": [g_open("g"), g_arg("$.q", "x")]}}]},
+            _whole(),
+            _STOP,
+        ],
+        rt.DEFAULT,
+    ),
+    (
+        "after prose",
+        [
+            {
+                "candidates": [
+                    {"content": {"parts": [{"text": "Hi", "thought": True}, {"text": "there"}]}}
+                ]
+            },
+            _whole(),
+            _STOP,
+        ],
+        rt.DEFAULT,
+    ),
+    (
+        "a second candidate",
+        [_whole(), _whole(index=1), _STOP, {"candidates": [{"index": 1, "finishReason": "STOP"}]}],
+        rt.DEFAULT,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("events", "policy"), [(e, p) for _, e, p in _EDGES], ids=[n for n, _, _ in _EDGES]
+)
+def test_each_rule_reads_the_same_on_both_paths(events: list[Any], policy: rt.Policy) -> None:
+    for peek in (None, *range(len(events))):
+        assert_same(events, policy, peek)
 
 
 # -- random turns of whole calls -------------------------------------------------------------
@@ -182,14 +437,35 @@ def _response(draw: Any) -> Any:
     if not draw(st.integers(0, 9)):
         candidate["index"] = draw(st.sampled_from([0, 1, -1, True, "0", 0.0]))
     if not draw(st.integers(0, 11)):
-        candidate["content"] = draw(st.sampled_from([None, [], {}, {"parts": None}, {"parts": {}}]))
+        # Shapes that read like the usual one: a tuple, a mapping that is not a dict.
+        whole = {"functionCall": {"name": "f", "args": {}}}
+        candidate["content"] = draw(
+            st.sampled_from(
+                [
+                    None,
+                    [],
+                    {},
+                    {"parts": None},
+                    {"parts": {}},
+                    {"parts": (whole,)},
+                    {"parts": {"functionCall": whole["functionCall"]}},
+                    _NotADict({"parts": [whole]}),
+                    {"parts": [_NotADict(whole)]},
+                    {"parts": [{"functionCall": _NotADict(whole["functionCall"])}]},
+                ]
+            )
+        )
     if not draw(st.integers(0, 11)):
         candidate["finishReason"] = draw(st.sampled_from(["STOP", "MAX_TOKENS", "SAFETY", None, 3]))
     event: dict[str, Any] = {"candidates": [candidate], "modelVersion": "gemini-test"}
     if not draw(st.integers(0, 7)):
         event["usageMetadata"] = draw(st.sampled_from([{"totalTokenCount": 3}, None, 3, []]))
     if not draw(st.integers(0, 19)):
-        event["candidates"] = draw(st.sampled_from([[], [candidate, candidate], None, {}]))
+        event["candidates"] = draw(
+            st.sampled_from(
+                [[], [candidate, candidate], None, {}, (candidate,), [_NotADict(candidate)]]
+            )
+        )
     if not draw(st.integers(0, 29)):
         event["error"] = {"code": 500, "message": "boom"}
     if not draw(st.integers(0, 29)):

@@ -47,6 +47,7 @@ from .._core import (
     _COPY_DEPTH,
     _NO_EVENTS,
     _WRITE_JSON,
+    _ZERO,
     Call,
     Core,
     _Choice,
@@ -181,19 +182,22 @@ def _signed(
 class _Candidate:
     """One candidate's parts in order, and the streamed call still open in it."""
 
-    __slots__ = ("calls", "ended", "open", "parts")
+    __slots__ = ("calls", "ended", "open", "parts", "whole")
 
     def __init__(self) -> None:
         self.parts: list[dict[str, Any] | CallItem] = []
         self.open: Call | None = None
         self.calls = 0
         self.ended = False
+        # Calls sent whole and taken by the fast path, already built: they become ``Call``s
+        # only when something asks for those (``_held``).
+        self.whole: list[ToolCall] = []
 
 
 class _Parts(Core):
     """The parts of each candidate: text, thoughts, whole and streamed calls."""
 
-    __slots__ = ("_candidates", "_copy_depth", "_next_id")
+    __slots__ = ("_candidates", "_copy_depth", "_max_calls", "_next_id", "_whole_ok")
 
     def __init__(
         self,
@@ -208,6 +212,10 @@ class _Parts(Core):
         self._next_id: int | None = None
         # Deeper objects are parsed at the close (a copy this deep would recurse far).
         self._copy_depth = min(policy.limits.max_depth, _COPY_DEPTH)
+        self._max_calls = policy.limits.max_calls
+        # Whether a call sent whole may take the fast path: nobody watches calls open, and
+        # its arguments need nothing but their limits and a copy (no schema to check them).
+        self._whole_ok = on_open is None and keep_arguments and not policy.validate_arguments
 
     def _candidate(self, data: object) -> tuple[_Choice, _Candidate]:
         if not isinstance(data, dict):
@@ -275,6 +283,8 @@ class _Parts(Core):
                 f"{type(function_call).__name__}",
                 choice_index=state.index,
             )
+        if candidate.whole:
+            self._held()  # before a call of the full path takes its place after them
         name = self._identity(state, candidate.calls, "name", function_call.get("name"))
         goes_on = function_call.get("willContinue") is True
         fragments = function_call.get("partialArgs")
@@ -327,6 +337,34 @@ class _Parts(Core):
         else:
             self._close_call(candidate, call)
         return _NO_EVENTS if started is None else (started,)
+
+    def _held(self) -> None:
+        """Make the calls the fast path built into the core's ``Call``s, in their order."""
+        for index, candidate in self._candidates.items():
+            if candidate.whole:
+                state = self._choices[index]
+                for built in candidate.whole:
+                    call = Call(
+                        index,
+                        built.index,
+                        len(state.every) + 1,
+                        built.id,
+                        "function",
+                        built.name,
+                        False,
+                    )
+                    call.end = len(built.arguments)
+                    call.closed = True
+                    call.streamed = built.arguments
+                    call.parsed = built.parsed_arguments
+                    call.announced = True
+                    state.calls[built.index] = call
+                    state.every.append(call)
+                candidate.whole.clear()
+
+    def _all_calls(self) -> list[Call]:
+        self._held()
+        return super()._all_calls()
 
     def _new_id(self) -> str:
         """An id as ``new_call_id`` makes, but one random draw per turn: its calls count on."""
@@ -485,47 +523,43 @@ class GeminiReader(_Parts):
         ``None`` when the response is anything else, or when a rule could refuse it: the full
         path reads it then, and gives the error. Nothing is changed before that is known.
         """
-        found = event.get("candidates")
-        if type(found) is not list or len(found) != 1 or "error" in event:
+        # Reads first, then one test of everything read: a surprise (another shape, a missing
+        # key, a wrong type) leaves for the full path.
+        try:
+            found = event["candidates"]
+            (candidate,) = found
+            content = candidate["content"]
+            parts = content["parts"]
+            (part,) = parts
+            function_call = part.get("functionCall")
+            name = function_call["name"]
+            args = function_call["args"]
+        except (KeyError, TypeError, ValueError, AttributeError):
             return None
-        candidate = found[0]
-        if type(candidate) is not dict or "finishReason" in candidate:
-            return None
-        index = candidate.get("index", 0)
-        content = candidate.get("content")
-        if type(index) is not int or index != 0 or type(content) is not dict:
-            return None
-        parts = content.get("parts")
-        if type(parts) is not list or len(parts) != 1:
-            return None
-        part = parts[0]
-        if type(part) is not dict or len(part) != 1:
-            return None
-        function_call = part.get("functionCall")
-        if type(function_call) is not dict:
-            return None
-        name = function_call.get("name")
-        args = function_call.get("args")
         given = function_call.get("id")
-        if (
-            type(name) is not str
-            or not name
-            or len(name) > self._max_identifier
-            or type(args) is not dict
-            or len(function_call) != (2 if given is None else 3)
-            or (given is not None and (type(given) is not str or not given))
-            or (given is not None and len(given) > self._max_identifier)
-        ):
-            return None
         usage = event.get("usageMetadata")
         tools = self._policy.tools
-        if (
-            (usage is not None and type(usage) is not dict)
-            or (tools is not None and name not in tools)
-            or (first is not None and first.ended)
-            or self._on_open is not None
-            or not self._keep
-            or self._opened >= self._policy.limits.max_calls
+        if not (
+            type(found) is list
+            and type(candidate) is dict
+            and type(content) is dict
+            and type(parts) is list
+            and type(part) is dict
+            and type(function_call) is dict
+            and type(name) is str
+            and type(args) is dict
+            and self._whole_ok
+            and candidate.get("index", 0) is _ZERO
+            and "finishReason" not in candidate
+            and "error" not in event
+            and len(part) == 1
+            and len(function_call) == (2 if given is None else 3)
+            and 0 < len(name) <= self._max_identifier
+            and (given is None or (type(given) is str and 0 < len(given) <= self._max_identifier))
+            and (usage is None or type(usage) is dict)
+            and (tools is None or name in tools)
+            and (first is None or not first.ended)
+            and self._opened < self._max_calls
         ):
             return None
         try:
@@ -535,35 +569,32 @@ class GeminiReader(_Parts):
         size = len(text)
         if size > self._max_call or size > self._budget:
             return None
-        # Every rule holds: the call is taken as the full path takes it.
+        parsed = _copied(args, self._copy_depth)
+        if parsed is _ABSENT:
+            return None  # parsed at the close, by the full path
+        # Every rule holds: the call is taken as the full path takes it, complete already.
         if usage is not None:
             self.usage = usage
         if first is None:
             first = self._candidates[0] = _Candidate()
-        state = self._state(0)
+            self._state(0)
         self._opened += 1
         self._budget -= size
         number = first.calls
         first.calls = number + 1
         if given is None:
-            self._count("synthesized_id")
-        call = Call(
-            0, number, len(state.every) + 1, given or self._new_id(), "function", name, False
-        )
-        call.end = size
-        call.closed = True
-        call.streamed = text
-        parsed = _copied(args, self._copy_depth)
-        if parsed is not _ABSENT:
-            call.parsed = parsed
-        state.calls[number] = call
-        state.every.append(call)
-        first.parts.append(new_call_item(number, _render_made if given is None else _render_given))
-        call.announced = True
+            given = self._new_id()
+            counts = self.normalizations
+            counts["synthesized_id"] = counts.get("synthesized_id", 0) + 1
+            render = _render_made
+        else:
+            render = _render_given
+        first.whole.append(new_tool_call(number, given, name, text, parsed, "function", None))
+        first.parts.append(new_call_item(number, render))
         self._named += 1
         if not self._announce:
             return _NO_EVENTS
-        return (new_started(number, call.id, name, self._named, 0),)
+        return (new_started(number, given, name, self._named, 0),)
 
     def _feed(self, event: object) -> Sequence[ToolCallStarted]:
         if isinstance(event, str) and event.strip() == "[DONE]":
@@ -652,31 +683,21 @@ class GeminiReader(_Parts):
         return super().close_choices()
 
     def _whole_turn(self, state: _Choice, candidate: _Candidate) -> AssistantTurn | None:
-        """The turn of one candidate that ended with ``STOP`` and holds whole calls alone.
+        """The turn of a candidate that ended with ``STOP``, its calls (if any) all sent whole.
 
-        Such a turn passes every rule of the general close: each call has a name, an id, and
-        arguments parsed already. ``None`` for any other turn.
+        Each was built by the fast path, so it passed every rule of the general close.
+        ``None`` for any other turn.
         """
-        policy = self._policy
-        tools = policy.tools
-        if state.outcome != "stop" or (tools is not None and policy.validate_arguments):
+        if state.outcome != "stop" or state.every:
             return None
-        for call in state.every:
-            if call.parsed is None or call.closed is not True or call.final is not None:
-                return None
-            if tools is not None and call.name not in tools:
-                return None
         self._closed = True
         self.stop()
-        calls: list[ToolCall] = []
-        for call in state.every:
-            arguments = call.text()
-            call.settle(arguments)
-            calls.append(
-                new_tool_call(
-                    call.index, call.id, call.name, arguments, call.parsed, "function", None
-                )
-            )
+        calls = candidate.whole
+        candidate.whole = []
+        items = [
+            part.render(calls[part.index]) if isinstance(part, CallItem) else dict(part)
+            for part in candidate.parts
+        ]
         return new_turn(
             None if state.content is None else state.content.getvalue(),
             tuple(calls),
@@ -688,13 +709,11 @@ class GeminiReader(_Parts):
             None,
             dict(self.normalizations),
             "gemini",
-            tuple(
-                p.render(calls[p.index]) if isinstance(p, CallItem) else dict(p)
-                for p in candidate.parts
-            ),
+            tuple(items),
         )
 
     def _settle(self) -> None:
+        self._held()
         for index, candidate in self._candidates.items():
             self._choices[index].items = tuple(
                 dict(p) if isinstance(p, dict) else p for p in candidate.parts
