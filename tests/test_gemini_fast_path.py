@@ -95,8 +95,9 @@ def outcome(
         held = _open_calls(reader)
         turns = reader.close_choices() if fast else Core.close_choices(reader)
     except rt.ToolCallStreamError as error:
-        return ("error", started, _error(error), peeked)
-    return ("turns", started, held, _turns(turns), peeked)
+        return ("error", started, _error(error), peeked, _open_calls(reader))
+    # The calls as the reader tells them after the close, too.
+    return ("turns", started, held, _turns(turns), peeked, _open_calls(reader))
 
 
 def through_rx(events: list[Any], policy: rt.Policy, wire: Any) -> tuple[Any, ...]:
@@ -368,6 +369,128 @@ _EDGES: list[tuple[str, list[Any], rt.Policy]] = [
 ]
 
 
+def _streamed(part: Any, **candidate: Any) -> dict[str, Any]:
+    """A response of one part (in candidate 0 unless told)."""
+    return {"candidates": [{"content": {"parts": [part]}, **candidate}]}
+
+
+_DROP = object()
+_PIECE: dict[str, Any] = {
+    "functionCall": {
+        "partialArgs": [{"jsonPath": "$.q", "stringValue": "yz", "willContinue": True}],
+        "willContinue": True,
+    }
+}
+_OPENED = [_streamed(g_open("f")), _streamed(g_arg("$.q", "x", more=True))]
+_FINISHED: dict[str, Any] = {
+    "candidates": [{"content": {"parts": [{"text": ""}]}, "finishReason": "STOP"}]
+}
+
+
+def _piece(**change: Any) -> dict[str, Any]:
+    """``_PIECE`` with keys of its entry, or of its call (``call_…``), changed or dropped."""
+    piece = copy.deepcopy(_PIECE)
+    for key, value in change.items():
+        call = key.startswith("call_")
+        where = piece["functionCall"] if call else piece["functionCall"]["partialArgs"][0]
+        if value is _DROP:
+            del where[key.removeprefix("call_")]
+        else:
+            where[key.removeprefix("call_")] = value
+    return piece
+
+
+def _ended(**change: Any) -> dict[str, Any]:
+    """``_FINISHED`` with keys of its candidate changed."""
+    return {"candidates": [{**_FINISHED["candidates"][0], **change}]}
+
+
+_ENTRY = {"jsonPath": "$.q", "stringValue": "s", "willContinue": True}
+_STREAMED_EDGES: list[tuple[str, list[Any]]] = [
+    ("pieces", [*_OPENED, _streamed(_PIECE), _streamed(_PIECE), _FINISHED]),
+    *(
+        (f"piece at index {index!r}", [*_OPENED, _streamed(_PIECE, index=index), _FINISHED])
+        for index in (0, 1, 0.0, False, None, "0")
+    ),
+    ("piece with the finish", [*_OPENED, _streamed(_PIECE, finishReason="STOP")]),
+    ("piece with usage", [*_OPENED, {**_streamed(_PIECE), "usageMetadata": {"n": 1}}, _FINISHED]),
+    ("piece with bad usage", [*_OPENED, {**_streamed(_PIECE), "usageMetadata": 3}, _FINISHED]),
+    ("piece with an error", [*_OPENED, {**_streamed(_PIECE), "error": {"code": 500}}, _FINISHED]),
+    (
+        "candidates tuple",
+        [*_OPENED, {"candidates": (_streamed(_PIECE)["candidates"][0],)}, _FINISHED],
+    ),
+    ("parts tuple", [*_OPENED, {"candidates": [{"content": {"parts": (_PIECE,)}}]}, _FINISHED]),
+    ("part not a dict", [*_OPENED, _streamed(_NotADict(_PIECE)), _FINISHED]),
+    (
+        "call not a dict",
+        [*_OPENED, _streamed({"functionCall": _NotADict(_PIECE["functionCall"])}), _FINISHED],
+    ),
+    ("signed piece", [*_OPENED, _streamed({**_PIECE, "thoughtSignature": "c2ln"}), _FINISHED]),
+    *(
+        (f"piece {label}", [*_OPENED, _streamed(_piece(**change)), _FINISHED])
+        for label, change in (
+            ("last", {"willContinue": _DROP}),
+            ("said last", {"willContinue": False}),
+            ("another path", {"jsonPath": "$.r"}),
+            ("a path not a str", {"jsonPath": ["$.q"]}),
+            ("a number too", {"numberValue": 1}),
+            ("a number too, last", {"willContinue": _DROP, "numberValue": 1}),
+            ("an extra key, last", {"willContinue": _DROP, "x": 1}),
+            ("a number instead", {"stringValue": _DROP, "numberValue": 1}),
+            ("a str subclass", {"stringValue": type("S", (str,), {})("s")}),
+            ("not a str", {"stringValue": 5}),
+            ("an extra key", {"x": 1}),
+            ("entries tuple", {"call_partialArgs": (dict(_ENTRY),)}),
+            ("entry not a dict", {"call_partialArgs": [_NotADict(dict(_ENTRY))]}),
+            ("two entries", {"call_partialArgs": [dict(_ENTRY), dict(_ENTRY)]}),
+            ("call goes on no more", {"call_willContinue": False}),
+            ("call with a name", {"call_name": "g"}),
+        )
+    ),
+    *(
+        (f"a piece after the {label}", [*_OPENED, _streamed(_piece(**change)), _streamed(_PIECE)])
+        for label, change in (
+            ("last", {"willContinue": _DROP}),
+            ("said last", {"willContinue": False}),
+        )
+    ),
+    ("past the call limit", [*_OPENED, _streamed(_piece(stringValue="y" * 40)), _FINISHED]),
+    *(
+        (f"last {label}", [*_OPENED, _streamed({"functionCall": {}}), *end])
+        for label, end in (
+            ("usual", [_FINISHED]),
+            ("with usage", [{**_FINISHED, "usageMetadata": {"n": 2}}]),
+            ("with a message", [_ended(finishMessage="ok")]),
+            ("with a bad message", [_ended(finishMessage=3)]),
+            ("max tokens", [_ended(finishReason="MAX_TOKENS")]),
+            ("reason a str subclass", [_ended(finishReason=type("R", (str,), {})("STOP"))]),
+            ("with text", [_ended(content={"parts": [{"text": "hi"}]})]),
+            ("signed", [_ended(content={"parts": [{"text": "", "thoughtSignature": "c2ln"}]})]),
+            (
+                "text a str subclass",
+                [_ended(content={"parts": [{"text": type("T", (str,), {})()}]})],
+            ),
+            ("twice", [_FINISHED, _FINISHED]),
+        )
+    ),
+    ("last after a whole call, twice", [_whole(), _FINISHED, _FINISHED]),
+    ("last alone", [_FINISHED]),
+    ("last while a call is open", [*_OPENED, _FINISHED]),
+]
+
+
+@pytest.mark.parametrize(
+    "events", [e for _, e in _STREAMED_EDGES], ids=[n for n, _ in _STREAMED_EDGES]
+)
+def test_each_rule_of_pieces_and_of_the_last_response_reads_the_same_on_both_paths(
+    events: list[Any],
+) -> None:
+    policy = rt.Policy(limits=rt.Limits(max_call_arguments=30))
+    for peek in (None, *range(len(events))):
+        assert_same(events, policy, peek)
+
+
 @pytest.mark.parametrize(
     ("events", "policy"), [(e, p) for _, e, p in _EDGES], ids=[n for n, _, _ in _EDGES]
 )
@@ -551,11 +674,16 @@ def test_the_usual_turn_takes_the_fast_paths(monkeypatch: pytest.MonkeyPatch) ->
     for event in events:
         reader.feed(event)
     (turn,) = reader.close_choices()
-    assert full == events[-1:]
+    assert full == []
     assert [c.index for c in turn.tool_calls] == [0, 1, 2, 3]
-    # A streamed call in the turn takes the full close.
+    # A streamed call: its opening and its closing take the full path, its pieces do not,
+    # and the turn takes the full close.
+    pieces = [_streamed(g_arg("$.q", "ab", more=True)) for _ in range(3)]
+    streamed = [_streamed(g_open("f")), _streamed(g_arg("$.q", "x", more=True)), *pieces]
+    closing = _streamed({"functionCall": {}})
     reader = GeminiReader()
-    for event in [{"candidates": [{"content": {"parts": [g_open("f")]}}]}, *events]:
+    for event in [*streamed, closing, *events]:
         reader.feed(event)
+    assert full == [streamed[0], streamed[1], closing]
     reader.close_choices()
     assert full[-1] == "close"

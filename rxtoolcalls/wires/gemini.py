@@ -466,65 +466,15 @@ class GeminiReader(_Parts):
 
     def feed(self, event: object) -> Sequence[ToolCallStarted]:
         """Apply one response; return the calls it named (usually none)."""
-        # Fast path, one more piece of a string still growing in the open streamed call:
-        # the bulk of a call with streamed arguments. Anything else takes the full path.
+        # Fast paths for the usual responses: one more piece of a string growing in the open
+        # streamed call, one call sent whole, the last response of a turn. Each reads first,
+        # then makes one test of everything read; a surprise (another shape, a missing key, a
+        # wrong type, a rule that could refuse it) leaves for the full path, which reports it.
+        # Nothing is changed before that test.
+        if not self._fast or type(event) is not dict:
+            return self._slow_feed(event)
         first = self._candidates.get(0)
         call = None if first is None else first.open
-        tree = None if call is None else call.tree
-        if self._fast and tree is not None and tree.growing and type(event) is dict:
-            text = None
-            try:
-                [candidate] = event["candidates"]
-                [part] = candidate["content"]["parts"]
-                function_call = part["functionCall"]
-                [entry] = function_call["partialArgs"]
-                if (
-                    len(part) == 1
-                    and len(function_call) == 2
-                    and function_call["willContinue"] is True
-                    and "finishReason" not in candidate
-                    and candidate.get("index", 0) == 0
-                    and "error" not in event
-                    and len(entry) <= 3
-                ):
-                    piece = entry["stringValue"]
-                    path = entry["jsonPath"]
-                    usage = event.get("usageMetadata")
-                    text = tree.growing.get(path)
-            except Exception:  # noqa: BLE001 - the full path reads it again and reports
-                pass
-            if (
-                text is not None
-                and type(piece) is str
-                and (usage is None or type(usage) is dict)
-                and tree.size + len(piece) <= self._max_call
-                and self._path_room >= len(piece)
-            ):
-                text.pieces.append(piece)
-                tree.size += len(piece)
-                self._path_room -= len(piece)
-                if entry.get("willContinue") is not True:
-                    text.open = False
-                    del tree.growing[path]
-                if usage is not None:
-                    self.usage = usage
-                return _NO_EVENTS
-        elif self._fast and call is None and type(event) is dict:
-            started = self._whole_call(event, first)
-            if started is not None:
-                return started
-        return self._slow_feed(event)
-
-    def _whole_call(
-        self, event: dict[str, Any], first: _Candidate | None
-    ) -> Sequence[ToolCallStarted] | None:
-        """Rule 3 for the usual response: one part, one call sent whole, in candidate 0.
-
-        ``None`` when the response is anything else, or when a rule could refuse it: the full
-        path reads it then, and gives the error. Nothing is changed before that is known.
-        """
-        # Reads first, then one test of everything read: a surprise (another shape, a missing
-        # key, a wrong type) leaves for the full path.
         try:
             found = event["candidates"]
             (candidate,) = found
@@ -532,31 +482,91 @@ class GeminiReader(_Parts):
             parts = content["parts"]
             (part,) = parts
             function_call = part.get("functionCall")
-            name = function_call["name"]
-            args = function_call["args"]
         except (KeyError, TypeError, ValueError, AttributeError):
-            return None
-        given = function_call.get("id")
+            return self._slow_feed(event)
         usage = event.get("usageMetadata")
-        tools = self._policy.tools
         if not (
             type(found) is list
             and type(candidate) is dict
             and type(content) is dict
             and type(parts) is list
             and type(part) is dict
-            and type(function_call) is dict
-            and type(name) is str
+            and candidate.get("index", 0) is _ZERO
+            and "error" not in event
+            and (usage is None or type(usage) is dict)
+            and len(part) == 1
+        ):
+            return self._slow_feed(event)
+        if call is None:
+            if function_call is not None:
+                started = self._whole_call(first, candidate, function_call)
+            elif "finishReason" in candidate:
+                started = self._last(first, candidate, part)
+            else:
+                started = None
+        else:
+            started = self._grow(call, candidate, function_call)
+        if started is None:
+            return self._slow_feed(event)
+        if usage is not None:
+            self.usage = usage
+        return started
+
+    def _grow(
+        self, call: Call, candidate: dict[str, Any], function_call: object
+    ) -> Sequence[ToolCallStarted] | None:
+        """One more piece of a string growing in the open streamed call, or ``None``."""
+        tree = call.tree
+        if tree is None or not tree.growing or type(function_call) is not dict:
+            return None
+        try:
+            fragments = function_call["partialArgs"]
+            (entry,) = fragments
+            piece = entry["stringValue"]
+            path = entry["jsonPath"]
+            text = tree.growing.get(path)
+        except (KeyError, TypeError, ValueError):
+            return None
+        more = entry.get("willContinue")
+        if not (
+            text is not None
+            and type(fragments) is list
+            and type(entry) is dict
+            and type(piece) is str
+            and len(entry) == (2 if more is None else 3)
+            and len(function_call) == 2
+            and function_call.get("willContinue") is True
+            and "finishReason" not in candidate
+            and tree.size + len(piece) <= self._max_call
+            and self._path_room >= len(piece)
+        ):
+            return None
+        text.pieces.append(piece)
+        tree.size += len(piece)
+        self._path_room -= len(piece)
+        if more is not True:
+            text.open = False
+            del tree.growing[path]
+        return _NO_EVENTS
+
+    def _whole_call(
+        self, first: _Candidate | None, candidate: dict[str, Any], function_call: object
+    ) -> Sequence[ToolCallStarted] | None:
+        """Rule 3 for one call sent whole in candidate 0, or ``None``."""
+        if type(function_call) is not dict:
+            return None
+        name = function_call.get("name")
+        args = function_call.get("args")
+        given = function_call.get("id")
+        tools = self._policy.tools
+        if not (
+            type(name) is str
             and type(args) is dict
             and self._whole_ok
-            and candidate.get("index", 0) is _ZERO
             and "finishReason" not in candidate
-            and "error" not in event
-            and len(part) == 1
             and len(function_call) == (2 if given is None else 3)
             and 0 < len(name) <= self._max_identifier
             and (given is None or (type(given) is str and 0 < len(given) <= self._max_identifier))
-            and (usage is None or type(usage) is dict)
             and (tools is None or name in tools)
             and (first is None or not first.ended)
             and self._opened < self._max_calls
@@ -572,9 +582,6 @@ class GeminiReader(_Parts):
         parsed = _copied(args, self._copy_depth)
         if parsed is _ABSENT:
             return None  # parsed at the close, by the full path
-        # Every rule holds: the call is taken as the full path takes it, complete already.
-        if usage is not None:
-            self.usage = usage
         if first is None:
             first = self._candidates[0] = _Candidate()
             self._state(0)
@@ -582,19 +589,44 @@ class GeminiReader(_Parts):
         self._budget -= size
         number = first.calls
         first.calls = number + 1
+        # The part as the turn's items show it, made now: its call is complete already.
         if given is None:
             given = self._new_id()
             counts = self.normalizations
             counts["synthesized_id"] = counts.get("synthesized_id", 0) + 1
-            render = _render_made
+            first.parts.append({"functionCall": {"name": name, "args": parsed}})
         else:
-            render = _render_given
+            first.parts.append({"functionCall": {"name": name, "args": parsed, "id": given}})
         first.whole.append(new_tool_call(number, given, name, text, parsed, "function", None))
-        first.parts.append(new_call_item(number, render))
         self._named += 1
         if not self._announce:
             return _NO_EVENTS
         return (new_started(number, given, name, self._named, 0),)
+
+    def _last(
+        self, first: _Candidate | None, candidate: dict[str, Any], part: dict[str, Any]
+    ) -> Sequence[ToolCallStarted] | None:
+        """The usual last response, ``STOP`` with an empty text, or ``None`` (rule 6)."""
+        reason = candidate["finishReason"]
+        text = part.get("text")
+        message = candidate.get("finishMessage")
+        if not (
+            first is not None
+            and not first.ended
+            and type(reason) is str
+            and reason == "STOP"
+            and type(text) is str
+            and not text
+            and (message is None or type(message) is str)
+        ):
+            return None
+        first.ended = True
+        state = self._choices[0]
+        state.finish_reason = "STOP"
+        state.outcome = "stop"
+        if message is not None:
+            state.finish_message = message
+        return _NO_EVENTS
 
     def _feed(self, event: object) -> Sequence[ToolCallStarted]:
         if isinstance(event, str) and event.strip() == "[DONE]":
@@ -693,7 +725,6 @@ class GeminiReader(_Parts):
         self._closed = True
         self.stop()
         calls = candidate.whole
-        candidate.whole = []
         items = [
             part.render(calls[part.index]) if isinstance(part, CallItem) else dict(part)
             for part in candidate.parts
