@@ -204,9 +204,6 @@ def lift(
                 except Exception as error:  # noqa: BLE001 - sorted out by subscribers_own
                     own = subscribers_own(error)
                 stopped = True
-                # Done with the source: its subscription (which holds these callbacks, which
-                # hold ``upstream``) is let go, so nothing of the turn waits for a collection.
-                upstream.dispose()
                 if own is not None:
                     raised()
                     raise own

@@ -104,6 +104,9 @@ class _Detecting(ChatReader):
         self._delegate: Core | None = None
         self._parts = (on_open, keep_arguments)
         self._feed = self._detect  # type: ignore[method-assign]
+        # Chat's fast path waits for a Chat chunk: tried on another wire's first event, it
+        # would raise and catch a KeyError (a Chat stream's first chunk, the role, skips it).
+        self._fast = False
 
     def _detect(self, chunk: object) -> Sequence[ToolCallStarted]:
         event = chunk
@@ -118,13 +121,13 @@ class _Detecting(ChatReader):
             # Decided: from now on the Chat rules alone, with no detection per event.
             del self._feed  # no cycle through a bound method of this reader
             self.__class__ = _Chat
+            self._fast = not self._policy.needs_piece_checks
             return ChatReader._feed(self, event)
         # Errors of the delegate reach this reader's own reporting (it has no on_error).
         delegate = self._delegate = _make(wire, self._policy, *self._parts, None)
         delegate._announce = self._announce
-        # Chat's fast path would fail on every event of another wire: skip it, and call the
-        # delegate's feed (its own fast path) with nothing in between.
-        self._fast = False
+        # Chat's fast path stays off (it would fail on every event of another wire): the
+        # delegate's feed (its own fast path) is called with nothing in between.
         self._feed = delegate.feed  # type: ignore[method-assign,assignment]
         self.__class__ = _Delegating
         return delegate.feed(event)
