@@ -475,6 +475,60 @@ class GeminiReader(_Parts):
             return self._slow_feed(event)
         first = self._candidates.get(0)
         call = None if first is None else first.open
+        if call is not None:
+            # The bulk of a call with streamed arguments, read here with no call in between.
+            tree = call.tree
+            if tree is None or not tree.growing:
+                return self._slow_feed(event)
+            try:
+                found = event["candidates"]
+                (candidate,) = found
+                content = candidate["content"]
+                parts = content["parts"]
+                (part,) = parts
+                function_call = part["functionCall"]
+                fragments = function_call["partialArgs"]
+                goes_on = function_call["willContinue"]
+                (entry,) = fragments
+                piece = entry["stringValue"]
+                path = entry["jsonPath"]
+                text = tree.growing.get(path)
+            except Exception:  # noqa: BLE001 - the full path reads it again and reports
+                return self._slow_feed(event)
+            more = entry.get("willContinue")
+            usage = event.get("usageMetadata")
+            if not (
+                text is not None
+                and goes_on is True
+                and type(piece) is str
+                and type(found) is list
+                and type(parts) is list
+                and type(fragments) is list
+                and type(candidate) is dict
+                and type(content) is dict
+                and type(part) is dict
+                and type(function_call) is dict
+                and type(entry) is dict
+                and len(part) == 1
+                and len(function_call) == 2
+                and len(entry) == (2 if more is None else 3)
+                and "finishReason" not in candidate
+                and "error" not in event
+                and candidate.get("index", 0) is _ZERO
+                and (usage is None or type(usage) is dict)
+                and tree.size + len(piece) <= self._max_call
+                and self._path_room >= len(piece)
+            ):
+                return self._slow_feed(event)
+            text.pieces.append(piece)
+            tree.size += len(piece)
+            self._path_room -= len(piece)
+            if more is not True:
+                text.open = False
+                del tree.growing[path]
+            if usage is not None:
+                self.usage = usage
+            return _NO_EVENTS
         try:
             found = event["candidates"]
             (candidate,) = found
@@ -482,7 +536,7 @@ class GeminiReader(_Parts):
             parts = content["parts"]
             (part,) = parts
             function_call = part.get("functionCall")
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except Exception:  # noqa: BLE001 - the full path reads it again and reports
             return self._slow_feed(event)
         usage = event.get("usageMetadata")
         if not (
@@ -491,63 +545,23 @@ class GeminiReader(_Parts):
             and type(content) is dict
             and type(parts) is list
             and type(part) is dict
+            and len(part) == 1
             and candidate.get("index", 0) is _ZERO
             and "error" not in event
             and (usage is None or type(usage) is dict)
-            and len(part) == 1
         ):
             return self._slow_feed(event)
-        if call is None:
-            if function_call is not None:
-                started = self._whole_call(first, candidate, function_call)
-            elif "finishReason" in candidate:
-                started = self._last(first, candidate, part)
-            else:
-                started = None
+        if function_call is not None:
+            started = self._whole_call(first, candidate, function_call)
+        elif "finishReason" in candidate:
+            started = self._last(first, candidate, part)
         else:
-            started = self._grow(call, candidate, function_call)
+            started = None
         if started is None:
             return self._slow_feed(event)
         if usage is not None:
             self.usage = usage
         return started
-
-    def _grow(
-        self, call: Call, candidate: dict[str, Any], function_call: object
-    ) -> Sequence[ToolCallStarted] | None:
-        """One more piece of a string growing in the open streamed call, or ``None``."""
-        tree = call.tree
-        if tree is None or not tree.growing or type(function_call) is not dict:
-            return None
-        try:
-            fragments = function_call["partialArgs"]
-            (entry,) = fragments
-            piece = entry["stringValue"]
-            path = entry["jsonPath"]
-            text = tree.growing.get(path)
-        except (KeyError, TypeError, ValueError):
-            return None
-        more = entry.get("willContinue")
-        if not (
-            text is not None
-            and type(fragments) is list
-            and type(entry) is dict
-            and type(piece) is str
-            and len(entry) == (2 if more is None else 3)
-            and len(function_call) == 2
-            and function_call.get("willContinue") is True
-            and "finishReason" not in candidate
-            and tree.size + len(piece) <= self._max_call
-            and self._path_room >= len(piece)
-        ):
-            return None
-        text.pieces.append(piece)
-        tree.size += len(piece)
-        self._path_room -= len(piece)
-        if more is not True:
-            text.open = False
-            del tree.growing[path]
-        return _NO_EVENTS
 
     def _whole_call(
         self, first: _Candidate | None, candidate: dict[str, Any], function_call: object
