@@ -197,7 +197,7 @@ class _Candidate:
 class _Parts(Core):
     """The parts of each candidate: text, thoughts, whole and streamed calls."""
 
-    __slots__ = ("_candidates", "_copy_depth", "_max_calls", "_next_id", "_whole_ok")
+    __slots__ = ("_candidates", "_copy_depth", "_first", "_max_calls", "_next_id", "_whole_ok")
 
     def __init__(
         self,
@@ -209,6 +209,8 @@ class _Parts(Core):
     ) -> None:
         super().__init__(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
         self._candidates: dict[int, _Candidate] = {}
+        # Candidate 0, read by the fast paths (nearly every stream has no other).
+        self._first: _Candidate | None = None
         self._next_id: int | None = None
         # Deeper objects are parsed at the close (a copy this deep would recurse far).
         self._copy_depth = min(policy.limits.max_depth, _COPY_DEPTH)
@@ -230,6 +232,8 @@ class _Parts(Core):
         found = self._candidates.get(index)
         if found is None:
             found = self._candidates[index] = _Candidate()
+            if index == 0:
+                self._first = found
         return self._state(index), found
 
     def _part(
@@ -473,7 +477,7 @@ class GeminiReader(_Parts):
         # Nothing is changed before that test.
         if not self._fast or type(event) is not dict:
             return self._slow_feed(event)
-        first = self._candidates.get(0)
+        first = self._first
         call = None if first is None else first.open
         if call is not None:
             # The bulk of a call with streamed arguments, read here with no call in between.
@@ -492,14 +496,16 @@ class GeminiReader(_Parts):
                 (entry,) = fragments
                 piece = entry["stringValue"]
                 path = entry["jsonPath"]
+                # The last piece of a string says no more (or nothing): the full path ends it.
+                more = entry["willContinue"]
                 text = tree.growing.get(path)
             except Exception:  # noqa: BLE001 - the full path reads it again and reports
                 return self._slow_feed(event)
-            more = entry.get("willContinue")
             usage = event.get("usageMetadata")
             if not (
                 text is not None
                 and goes_on is True
+                and more is True
                 and type(piece) is str
                 and type(found) is list
                 and type(parts) is list
@@ -511,21 +517,18 @@ class GeminiReader(_Parts):
                 and type(entry) is dict
                 and len(part) == 1
                 and len(function_call) == 2
-                and len(entry) == (2 if more is None else 3)
+                and len(entry) == 3
                 and "finishReason" not in candidate
                 and "error" not in event
                 and candidate.get("index", 0) is _ZERO
                 and (usage is None or type(usage) is dict)
-                and tree.size + len(piece) <= self._max_call
-                and self._path_room >= len(piece)
+                and tree.size + (size := len(piece)) <= self._max_call
+                and self._path_room >= size
             ):
                 return self._slow_feed(event)
             text.pieces.append(piece)
-            tree.size += len(piece)
-            self._path_room -= len(piece)
-            if more is not True:
-                text.open = False
-                del tree.growing[path]
+            tree.size += size
+            self._path_room -= size
             if usage is not None:
                 self.usage = usage
             return _NO_EVENTS
@@ -597,7 +600,7 @@ class GeminiReader(_Parts):
         if parsed is _ABSENT:
             return None  # parsed at the close, by the full path
         if first is None:
-            first = self._candidates[0] = _Candidate()
+            first = self._first = self._candidates[0] = _Candidate()
             self._state(0)
         self._opened += 1
         self._budget -= size
