@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeAlias, TypeVar, cast
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from reactivex import Observable, abc
 from reactivex.disposable import SingleAssignmentDisposable
@@ -176,22 +176,6 @@ def lift(
                     return carried.error
                 return None
 
-            def on_next(value: A) -> None:
-                if stopped:
-                    return
-                try:
-                    step(value)
-                except SubscriberRaised as carried:
-                    own: BaseException | None = carried.error
-                except Exception as error:  # noqa: BLE001 - sorted out by subscribers_own
-                    own = subscribers_own(error)
-                else:
-                    return
-                if own is not None:
-                    raised()
-                    # Outside the handler: the subscriber's exception leaves as it was raised.
-                    raise own
-
             def on_completed() -> None:
                 nonlocal stopped
                 if stopped:
@@ -208,35 +192,59 @@ def lift(
                     raised()
                     raise own
 
-            def send(values: Sequence[Any]) -> None:
-                try:
-                    for value in values:
-                        guarded.on_next(value)
-                except SubscriberRaised as carried:
-                    own = carried.error
-                else:
-                    return
-                raised()
-                raise own
+            # Only the callbacks this stage uses are made (one subscription per turn).
+            subscribed: Callable[[A], object]
+            if not stage.direct:
 
-            pending = stage.pending
-            emitting = cast("Callable[[A], Sequence[Any]]", step)
+                def on_next(value: A) -> None:
+                    if stopped:
+                        return
+                    try:
+                        step(value)
+                    except SubscriberRaised as carried:
+                        own: BaseException | None = carried.error
+                    except Exception as error:  # noqa: BLE001 - sorted out by subscribers_own
+                        own = subscribers_own(error)
+                    else:
+                        return
+                    if own is not None:
+                        raised()
+                        # Outside the handler: the subscriber's exception leaves as it was raised.
+                        raise own
 
-            def on_next_emitting(value: A) -> None:
-                values = emitting(value)
-                if values:
-                    send(values)
-                if pending:
-                    ready = pending[:]
-                    pending.clear()
-                    if not stopped:  # found before an error the same value reported
-                        send(ready)
+                subscribed = on_next
+            elif stage.emits:
 
+                def send(values: Sequence[Any]) -> None:
+                    try:
+                        for value in values:
+                            guarded.on_next(value)
+                    except SubscriberRaised as carried:
+                        own = carried.error
+                    else:
+                        return
+                    raised()
+                    raise own
+
+                pending = stage.pending
+                emitting: Callable[[A], Sequence[Any]] = step  # type: ignore[assignment]
+
+                def on_next_emitting(value: A) -> None:
+                    values = emitting(value)
+                    if values:
+                        send(values)
+                    if pending:
+                        ready = pending[:]
+                        pending.clear()
+                        if not stopped:  # found before an error the same value reported
+                            send(ready)
+
+                subscribed = on_next_emitting
+            else:
+                subscribed = step
             upstream.disposable = source.subscribe(
                 # reactivex ignores what on_next returns (the reader returns its events).
-                (on_next_emitting if stage.emits else cast("Callable[[A], None]", step))
-                if stage.direct
-                else on_next,
+                subscribed,  # type: ignore[arg-type]
                 on_source_error,
                 on_completed,
                 scheduler=scheduler,
