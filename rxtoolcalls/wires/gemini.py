@@ -479,59 +479,6 @@ class GeminiReader(_Parts):
             return self._slow_feed(event)
         first = self._first
         call = None if first is None else first.open
-        if call is not None:
-            # The bulk of a call with streamed arguments, read here with no call in between.
-            tree = call.tree
-            if tree is None or not tree.growing:
-                return self._slow_feed(event)
-            try:
-                found = event["candidates"]
-                (candidate,) = found
-                content = candidate["content"]
-                parts = content["parts"]
-                (part,) = parts
-                function_call = part["functionCall"]
-                fragments = function_call["partialArgs"]
-                goes_on = function_call["willContinue"]
-                (entry,) = fragments
-                piece = entry["stringValue"]
-                path = entry["jsonPath"]
-                # The last piece of a string says no more (or nothing): the full path ends it.
-                more = entry["willContinue"]
-                text = tree.growing.get(path)
-            except Exception:  # noqa: BLE001 - the full path reads it again and reports
-                return self._slow_feed(event)
-            usage = event.get("usageMetadata")
-            if not (
-                text is not None
-                and goes_on is True
-                and more is True
-                and type(piece) is str
-                and type(found) is list
-                and type(parts) is list
-                and type(fragments) is list
-                and type(candidate) is dict
-                and type(content) is dict
-                and type(part) is dict
-                and type(function_call) is dict
-                and type(entry) is dict
-                and len(part) == 1
-                and len(function_call) == 2
-                and len(entry) == 3
-                and "finishReason" not in candidate
-                and "error" not in event
-                and candidate.get("index", 0) is _ZERO
-                and (usage is None or type(usage) is dict)
-                and tree.size + (size := len(piece)) <= self._max_call
-                and self._path_room >= size
-            ):
-                return self._slow_feed(event)
-            text.pieces.append(piece)
-            tree.size += size
-            self._path_room -= size
-            if usage is not None:
-                self.usage = usage
-            return _NO_EVENTS
         try:
             found = event["candidates"]
             (candidate,) = found
@@ -554,6 +501,42 @@ class GeminiReader(_Parts):
             and (usage is None or type(usage) is dict)
         ):
             return self._slow_feed(event)
+        if call is not None:
+            # The bulk of a call with streamed arguments, read here with no call in between.
+            tree = call.tree
+            if tree is None or not tree.growing or type(function_call) is not dict:
+                return self._slow_feed(event)
+            try:
+                fragments = function_call["partialArgs"]
+                goes_on = function_call["willContinue"]
+                (entry,) = fragments
+                piece = entry["stringValue"]
+                path = entry["jsonPath"]
+                # The last piece of a string says no more (or nothing): the full path ends it.
+                more = entry["willContinue"]
+                text = tree.growing.get(path)
+            except Exception:  # noqa: BLE001 - the full path reads it again and reports
+                return self._slow_feed(event)
+            if not (
+                text is not None
+                and goes_on is True
+                and more is True
+                and type(piece) is str
+                and type(fragments) is list
+                and type(entry) is dict
+                and len(function_call) == 2
+                and len(entry) == 3
+                and "finishReason" not in candidate
+                and tree.size + (size := len(piece)) <= self._max_call
+                and self._path_room >= size
+            ):
+                return self._slow_feed(event)
+            text.pieces.append(piece)
+            tree.size += size
+            self._path_room -= size
+            if usage is not None:
+                self.usage = usage
+            return _NO_EVENTS
         if function_call is not None:
             started = self._whole_call(first, candidate, function_call)
         elif "finishReason" in candidate:
