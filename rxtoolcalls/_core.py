@@ -414,8 +414,8 @@ def _object_text(call: Call, value: dict[str, Any]) -> str:
     """Arguments sent as an object, as the strict JSON text the core keeps."""
     try:
         return _WRITE_JSON(value)
-    except (TypeError, ValueError, RecursionError) as exc:
-        # An int past 4300 digits, NaN, a nesting too deep to write.
+    except Exception as exc:
+        # An int past 4300 digits, NaN, a nesting too deep to write, an object's own failure.
         raise MalformedChunkError(
             f"{_where(call.choice_index, call.index, call.name)}: the object arguments "
             f"cannot be written as JSON ({type(exc).__name__})",
@@ -532,9 +532,6 @@ class _State:
         """Ignore every later chunk (the subscription ended)."""
         self._stopped = True
         self._fast = False
-        # An Rx stage's ``fail`` holds the stage, which holds this reader: a cycle that would
-        # keep the whole turn alive until the next collection.
-        self._on_error = None
 
     # -- feeding -------------------------------------------------------------------------
 

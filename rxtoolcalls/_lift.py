@@ -105,6 +105,21 @@ class _Guarded(abc.ObserverBase[B]):
             raise SubscriberRaised(error) from None
 
 
+def _release(stage: Stage[Any]) -> None:
+    """Let go of a finished stage's callbacks.
+
+    A reader holds ``fail`` (its ``on_error``), which holds the stage, which holds the reader's
+    ``feed``: a cycle that would keep the whole turn alive until the next collection.
+    """
+    stage.on_next = stage.on_completed = _finished
+    stage.on_error = None
+    stage.pending = None
+
+
+def _finished(*_: object) -> None:
+    """A finished stage's callback: nothing is left to do."""
+
+
 def lift(
     make_stage: Callable[[abc.ObserverBase[B], Fail], Stage[A]],
 ) -> Callable[[Observable[A]], Observable[B]]:
@@ -150,6 +165,7 @@ def lift(
                     observer.on_error(error)
                 finally:
                     upstream.dispose()
+                    _release(stage)
 
             stage = make_stage(guarded, fail)
             step = stage.on_next
@@ -188,6 +204,7 @@ def lift(
                 except Exception as error:  # noqa: BLE001 - sorted out by subscribers_own
                     own = subscribers_own(error)
                 stopped = True
+                _release(stage)
                 if own is not None:
                     raised()
                     raise own

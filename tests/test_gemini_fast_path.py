@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -21,7 +22,8 @@ from hypothesis import strategies as st
 
 import rxtoolcalls as rt
 from rxtoolcalls._core import Core
-from rxtoolcalls._reader import detect_wire
+from rxtoolcalls._reader import detect_wire, reader
+from rxtoolcalls._types import CallItem
 from rxtoolcalls.wires.gemini import GeminiReader
 from tests.test_wire_gemini import _JUNK, _places, _replace
 from tests.wire_builders import g_arg, g_open, load_wire, wire_fixture_names
@@ -75,12 +77,29 @@ def _turns(turns: tuple[rt.AssistantTurn, ...]) -> list[tuple[Any, ...]]:
     ]
 
 
+def _end(reader: Any) -> list[tuple[Any, ...]]:
+    """The stream's end as the reader tells it (a call's place in the items, by its index)."""
+    return [
+        (
+            choice.content,
+            choice.reasoning,
+            choice.finish_reason,
+            choice.outcome,
+            [
+                ("call", item.index, item.render.__name__) if isinstance(item, CallItem) else item
+                for item in choice.items
+            ],
+        )
+        for choice in reader.end().choices
+    ]
+
+
 def outcome(
     events: list[Any], policy: rt.Policy, *, fast: bool, peek: int | None = None
 ) -> tuple[Any, ...]:
     """What a reader says of ``events``: start events, calls before the close, turns or error.
 
-    ``peek``: the calls are also read after that many events.
+    ``peek``: the calls, and the end as it stands, are also read after that many events.
     """
     reader = GeminiReader(policy)
     if not fast:
@@ -90,8 +109,9 @@ def outcome(
     try:
         for at, event in enumerate(events):
             if at == peek:
-                peeked = _open_calls(reader)
-            started.extend(reader.feed(event))
+                peeked = [_open_calls(reader), _end(reader)]
+            returned = reader.feed(event)
+            started.append((type(returned), list(returned)))
         held = _open_calls(reader)
         turns = reader.close_choices() if fast else Core.close_choices(reader)
     except rt.ToolCallStreamError as error:
@@ -387,6 +407,16 @@ _FINISHED: dict[str, Any] = {
 }
 
 
+class _Raising(dict[str, Any]):
+    """A dict whose items cannot be read: its own code raises, not the wire's."""
+
+    def items(self) -> Any:
+        raise KeyError("its own")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Raising:
+        return _Raising(self.copy())
+
+
 def _piece(**change: Any) -> dict[str, Any]:
     """``_PIECE`` with keys of its entry, or of its call (``call_…``), changed or dropped."""
     piece = copy.deepcopy(_PIECE)
@@ -474,6 +504,56 @@ _STREAMED_EDGES: list[tuple[str, list[Any]]] = [
             ("twice", [_FINISHED, _FINISHED]),
         )
     ),
+    (
+        "a path that is a str subclass",
+        [*_OPENED, _streamed(_piece(jsonPath=type("P", (str,), {})("$.q")))],
+    ),
+    (
+        "a piece after a blocked prompt",
+        [*_OPENED, {"promptFeedback": {"blockReason": "SAFETY"}}, _streamed(_PIECE)],
+    ),
+    (
+        "a defaultdict entry",
+        [
+            *_OPENED,
+            _streamed(
+                {
+                    "functionCall": {
+                        "partialArgs": [
+                            defaultdict(lambda: True, {"jsonPath": "$.q", "stringValue": "y"})
+                        ],
+                        "willContinue": True,
+                    }
+                }
+            ),
+            _streamed(g_arg("$.q", "z")),
+            _FINISHED,
+        ],
+    ),
+    ("a defaultdict part", [*_OPENED, _streamed(defaultdict(dict, {"text": "hi"})), _FINISHED]),
+    (
+        "a defaultdict candidate",
+        [
+            _streamed({"text": "a"}),
+            {
+                "candidates": [
+                    defaultdict(lambda: {"parts": [{"text": "boo"}]}, {"finishReason": "STOP"})
+                ]
+            },
+        ],
+    ),
+    (
+        "a defaultdict content",
+        [
+            _streamed({"text": "a"}),
+            {
+                "candidates": [
+                    {"content": defaultdict(lambda: [{"text": "boo"}]), "finishReason": "STOP"}
+                ]
+            },
+        ],
+    ),
+    ("args whose own code raises", [_whole(args={"a": _Raising(b=1)}), _FINISHED]),
     ("last after a whole call, twice", [_whole(), _FINISHED, _FINISHED]),
     ("last alone", [_FINISHED]),
     ("last while a call is open", [*_OPENED, _FINISHED]),
@@ -489,6 +569,35 @@ def test_each_rule_of_pieces_and_of_the_last_response_reads_the_same_on_both_pat
     policy = rt.Policy(limits=rt.Limits(max_call_arguments=30))
     for peek in (None, *range(len(events))):
         assert_same(events, policy, peek)
+    # Reading a response never writes to it (a defaultdict would make up what it is asked).
+    before = repr(events)
+    reader = GeminiReader(policy, on_error=lambda _: None)
+    for event in events:
+        reader.feed(event)
+    assert repr(events) == before
+
+
+def test_an_error_of_the_arguments_own_code_is_typed_and_reported() -> None:
+    events = [_whole(args={"a": _Raising(b=1)}), _FINISHED]
+    reported: list[Exception] = []
+    reader = GeminiReader(on_error=reported.append)
+    assert [list(reader.feed(event)) for event in events] == [[], []]
+    assert [type(error) for error in reported] == [rt.MalformedChunkError]
+    assert isinstance(reported[0].__cause__, KeyError)
+    with pytest.raises(rt.MalformedChunkError):
+        GeminiReader().feed(events[0])
+
+
+def test_a_reader_stopped_inside_its_own_feed_still_reports_that_event_s_error() -> None:
+    reported: list[Exception] = []
+    made: list[Any] = []
+    stopping = reader(wire="gemini", on_open=lambda _: made[0].stop(), on_error=reported.append)
+    made.append(stopping)
+    broken = {
+        "candidates": [{"content": {"parts": [{"functionCall": {"name": "f", "args": {}}}, 5]}}]
+    }
+    assert list(stopping.feed(broken)) == []
+    assert [type(error) for error in reported] == [rt.MalformedChunkError]
 
 
 @pytest.mark.parametrize(

@@ -182,16 +182,17 @@ def _signed(
 class _Candidate:
     """One candidate's parts in order, and the streamed call still open in it."""
 
-    __slots__ = ("calls", "ended", "open", "parts", "whole")
+    __slots__ = ("calls", "ended", "open", "parts", "whole", "whole_at")
 
     def __init__(self) -> None:
         self.parts: list[dict[str, Any] | CallItem] = []
         self.open: Call | None = None
         self.calls = 0
         self.ended = False
-        # Calls sent whole and taken by the fast path, already built: they become ``Call``s
-        # only when something asks for those (``_held``).
+        # Calls sent whole and taken by the fast path, already built, and where their parts
+        # are: they become ``Call``s only when something asks for those (``_held``).
         self.whole: list[ToolCall] = []
+        self.whole_at: list[int] = []
 
 
 class _Parts(Core):
@@ -347,7 +348,11 @@ class _Parts(Core):
         for index, candidate in self._candidates.items():
             if candidate.whole:
                 state = self._choices[index]
-                for built in candidate.whole:
+                for built, at in zip(candidate.whole, candidate.whole_at, strict=True):
+                    # Its part, rendered when it came, is a CallItem again, as on the full path.
+                    given = "id" in candidate.parts[at]["functionCall"]  # type: ignore[index]
+                    render = _render_given if given else _render_made
+                    candidate.parts[at] = new_call_item(built.index, render)
                     call = Call(
                         index,
                         built.index,
@@ -365,6 +370,7 @@ class _Parts(Core):
                     state.calls[built.index] = call
                     state.every.append(call)
                 candidate.whole.clear()
+                candidate.whole_at.clear()
 
     def _all_calls(self) -> list[Call]:
         self._held()
@@ -479,57 +485,62 @@ class GeminiReader(_Parts):
             return self._slow_feed(event)
         first = self._first
         call = None if first is None else first.open
-        try:
-            found = event["candidates"]
-            (candidate,) = found
-            content = candidate["content"]
-            parts = content["parts"]
-            (part,) = parts
-            function_call = part.get("functionCall")
-        except Exception:  # noqa: BLE001 - the full path reads it again and reports
+        # Each container's type is tested before it is read: a dict subclass (a defaultdict)
+        # would make up a missing key, and write it into the caller's event.
+        found = event.get("candidates")
+        if type(found) is not list or len(found) != 1:
             return self._slow_feed(event)
+        candidate = found[0]
+        if type(candidate) is not dict:
+            return self._slow_feed(event)
+        content = candidate.get("content")
+        if type(content) is not dict:
+            return self._slow_feed(event)
+        parts = content.get("parts")
+        if type(parts) is not list or len(parts) != 1:
+            return self._slow_feed(event)
+        part = parts[0]
         usage = event.get("usageMetadata")
         if not (
-            type(found) is list
-            and type(candidate) is dict
-            and type(content) is dict
-            and type(parts) is list
-            and type(part) is dict
+            type(part) is dict
             and len(part) == 1
             and candidate.get("index", 0) is _ZERO
             and "error" not in event
             and (usage is None or type(usage) is dict)
         ):
             return self._slow_feed(event)
+        function_call = part.get("functionCall")
         if call is not None:
             # The bulk of a call with streamed arguments, read here with no call in between.
             tree = call.tree
-            if tree is None or not tree.growing or type(function_call) is not dict:
-                return self._slow_feed(event)
-            try:
-                fragments = function_call["partialArgs"]
-                goes_on = function_call["willContinue"]
-                (entry,) = fragments
-                piece = entry["stringValue"]
-                path = entry["jsonPath"]
-                # The last piece of a string says no more (or nothing): the full path ends it.
-                more = entry["willContinue"]
-                text = tree.growing.get(path)
-            except Exception:  # noqa: BLE001 - the full path reads it again and reports
-                return self._slow_feed(event)
-            if not (
-                text is not None
-                and goes_on is True
-                and more is True
-                and type(piece) is str
-                and type(fragments) is list
-                and type(entry) is dict
-                and len(function_call) == 2
-                and len(entry) == 3
-                and "finishReason" not in candidate
-                and tree.size + (size := len(piece)) <= self._max_call
-                and self._path_room >= size
+            if (
+                tree is None
+                or not tree.growing
+                or type(function_call) is not dict
+                or len(function_call) != 2
+                or function_call.get("willContinue") is not True
+                or "finishReason" in candidate
             ):
+                return self._slow_feed(event)
+            fragments = function_call.get("partialArgs")
+            if type(fragments) is not list or len(fragments) != 1:
+                return self._slow_feed(event)
+            entry = fragments[0]
+            if type(entry) is not dict or len(entry) != 3:
+                return self._slow_feed(event)
+            piece = entry.get("stringValue")
+            path = entry.get("jsonPath")
+            # The last piece of a string says no more (or nothing): the full path ends it.
+            if (
+                type(piece) is not str
+                or type(path) is not str
+                or entry.get("willContinue") is not True
+                or tree.size + (size := len(piece)) > self._max_call
+                or self._path_room < size
+            ):
+                return self._slow_feed(event)
+            text = tree.growing.get(path)
+            if text is None:
                 return self._slow_feed(event)
             text.pieces.append(piece)
             tree.size += size
@@ -574,7 +585,7 @@ class GeminiReader(_Parts):
             return None
         try:
             text = _WRITE_JSON(args)
-        except (TypeError, ValueError, RecursionError):
+        except Exception:  # noqa: BLE001 - the full path writes it again and reports
             return None
         size = len(text)
         if size > self._max_call or size > self._budget:
@@ -590,6 +601,7 @@ class GeminiReader(_Parts):
         number = first.calls
         first.calls = number + 1
         # The part as the turn's items show it, made now: its call is complete already.
+        first.whole_at.append(len(first.parts))
         if given is None:
             given = self._new_id()
             counts = self.normalizations
@@ -601,7 +613,7 @@ class GeminiReader(_Parts):
         self._named += 1
         if not self._announce:
             return _NO_EVENTS
-        return (new_started(number, given, name, self._named, 0),)
+        return [new_started(number, given, name, self._named, 0)]
 
     def _last(
         self, first: _Candidate | None, candidate: dict[str, Any], part: dict[str, Any]
@@ -701,6 +713,7 @@ class GeminiReader(_Parts):
             return
         state, candidate = self._candidate({})
         candidate.ended = True
+        candidate.open = None  # as at any end: a call left open is found cut off at the close
         state.finish_reason = reason if type(reason) is str else excerpt(reason)
         state.outcome = "content_filter"
 
@@ -722,9 +735,12 @@ class GeminiReader(_Parts):
         """
         if state.outcome != "stop" or state.every:
             return None
+        calls = candidate.whole
+        tools = self._policy.tools
+        if tools is not None and any(call.name not in tools for call in calls):
+            return None  # tools changed since: the general close says which is unknown
         self._closed = True
         self.stop()
-        calls = candidate.whole
         items = [
             part.render(calls[part.index]) if isinstance(part, CallItem) else dict(part)
             for part in candidate.parts
