@@ -486,20 +486,24 @@ class GeminiReader(_Parts):
         first = self._first
         call = None if first is None else first.open
         # Each container's type is tested before it is read: a dict subclass (a defaultdict)
-        # would make up a missing key, and write it into the caller's event.
-        found = event.get("candidates")
-        if type(found) is not list or len(found) != 1:
+        # would make up a missing key, and write it into the caller's event; a list subclass
+        # or a generator would be read differently (or used up) by the full path.
+        try:
+            found = event["candidates"]
+            if type(found) is not list:
+                return self._slow_feed(event)
+            (candidate,) = found
+            if type(candidate) is not dict:
+                return self._slow_feed(event)
+            content = candidate["content"]
+            if type(content) is not dict:
+                return self._slow_feed(event)
+            parts = content["parts"]
+            if type(parts) is not list:
+                return self._slow_feed(event)
+            (part,) = parts
+        except (KeyError, ValueError):
             return self._slow_feed(event)
-        candidate = found[0]
-        if type(candidate) is not dict:
-            return self._slow_feed(event)
-        content = candidate.get("content")
-        if type(content) is not dict:
-            return self._slow_feed(event)
-        parts = content.get("parts")
-        if type(parts) is not list or len(parts) != 1:
-            return self._slow_feed(event)
-        part = parts[0]
         usage = event.get("usageMetadata")
         if not (
             type(part) is dict
@@ -518,23 +522,26 @@ class GeminiReader(_Parts):
                 or not tree.growing
                 or type(function_call) is not dict
                 or len(function_call) != 2
-                or function_call.get("willContinue") is not True
                 or "finishReason" in candidate
             ):
                 return self._slow_feed(event)
-            fragments = function_call.get("partialArgs")
-            if type(fragments) is not list or len(fragments) != 1:
+            try:
+                fragments = function_call["partialArgs"]
+                if type(fragments) is not list or function_call["willContinue"] is not True:
+                    return self._slow_feed(event)
+                (entry,) = fragments
+                if type(entry) is not dict or len(entry) != 3:
+                    return self._slow_feed(event)
+                piece = entry["stringValue"]
+                path = entry["jsonPath"]
+                # The last piece of a string says no more (or nothing): the full path ends it.
+                more = entry["willContinue"]
+            except (KeyError, ValueError):
                 return self._slow_feed(event)
-            entry = fragments[0]
-            if type(entry) is not dict or len(entry) != 3:
-                return self._slow_feed(event)
-            piece = entry.get("stringValue")
-            path = entry.get("jsonPath")
-            # The last piece of a string says no more (or nothing): the full path ends it.
             if (
                 type(piece) is not str
                 or type(path) is not str
-                or entry.get("willContinue") is not True
+                or more is not True
                 or tree.size + (size := len(piece)) > self._max_call
                 or self._path_room < size
             ):
