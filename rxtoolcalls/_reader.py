@@ -72,13 +72,15 @@ def _make(
     keep_arguments: bool,
     on_error: Callable[[Exception], None] | None,
 ) -> Core:
-    kind = {
-        "chat": ChatReader,
-        "responses": responses.ResponsesReader,
-        "anthropic": anthropic.AnthropicReader,
-        "gemini": gemini.GeminiReader,
-    }[wire]
-    return kind(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
+    return _READERS[wire](policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
+
+
+_READERS: dict[str, type[Core]] = {
+    "chat": ChatReader,
+    "responses": responses.ResponsesReader,
+    "anthropic": anthropic.AnthropicReader,
+    "gemini": gemini.GeminiReader,
+}
 
 
 class _Detecting(ChatReader):
