@@ -107,7 +107,7 @@ class _Detecting(ChatReader):
         self._parts = (on_open, keep_arguments)
         self._feed = self._detect  # type: ignore[method-assign]
         # Chat's fast path waits for a Chat chunk: tried on another wire's first event, it
-        # would raise and catch a KeyError (a Chat stream's first chunk, the role, skips it).
+        # would raise and catch a KeyError (no first chunk needs it: no call is open yet).
         self._fast = False
 
     def _detect(self, chunk: object) -> Sequence[ToolCallStarted]:

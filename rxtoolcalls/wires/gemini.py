@@ -40,7 +40,7 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .._core import (
     _ABSENT,
@@ -180,7 +180,10 @@ def _signed(
 
 
 class _Candidate:
-    """One candidate's parts in order, and the streamed call still open in it."""
+    """One candidate's parts, its open streamed call, and the calls its fast path took whole.
+
+    ``whole`` holds those calls, ``whole_at`` where their parts are in ``parts``.
+    """
 
     __slots__ = ("calls", "ended", "open", "parts", "whole", "whole_at")
 
@@ -216,8 +219,9 @@ class _Parts(Core):
         # Deeper objects are parsed at the close (a copy this deep would recurse far).
         self._copy_depth = min(policy.limits.max_depth, _COPY_DEPTH)
         self._max_calls = policy.limits.max_calls
-        # Whether a call sent whole may take the fast path: nobody watches calls open, and
-        # its arguments need nothing but their limits and a copy (no schema to check them).
+        # Whether a call sent whole may take the fast path: nobody watches calls open, the
+        # reader keeps arguments (the fast path builds their text), and they need nothing but
+        # their limits and a copy (no schema to check them).
         self._whole_ok = on_open is None and keep_arguments and not policy.validate_arguments
 
     def _candidate(self, data: object) -> tuple[_Choice, _Candidate]:
@@ -349,7 +353,7 @@ class _Parts(Core):
             if candidate.whole:
                 state = self._choices[index]
                 for built, at in zip(candidate.whole, candidate.whole_at, strict=True):
-                    # Its part, rendered when it came, is a CallItem again, as on the full path.
+                    # Its part becomes a CallItem, so that ``end()`` shows it as the full path.
                     given = "id" in candidate.parts[at]["functionCall"]  # type: ignore[index]
                     render = _render_given if given else _render_made
                     candidate.parts[at] = new_call_item(built.index, render)
@@ -477,10 +481,9 @@ class GeminiReader(_Parts):
     def feed(self, event: object) -> Sequence[ToolCallStarted]:
         """Apply one response; return the calls it named (usually none)."""
         # Fast paths for the usual responses: one more piece of a string growing in the open
-        # streamed call, one call sent whole, the last response of a turn. Each reads first,
-        # then makes one test of everything read; a surprise (another shape, a missing key, a
-        # wrong type, a rule that could refuse it) leaves for the full path, which reports it.
-        # Nothing is changed before that test.
+        # streamed call, one call sent whole, the last response of a turn. A surprise (another
+        # shape, a missing key, a wrong type, a rule that could refuse it) leaves for the full
+        # path, which reports it; nothing is changed until every test has passed.
         if not self._fast or type(event) is not dict:
             return self._slow_feed(event)
         first = self._first
@@ -720,7 +723,8 @@ class GeminiReader(_Parts):
             return
         state, candidate = self._candidate({})
         candidate.ended = True
-        candidate.open = None  # as at any end: a call left open is found cut off at the close
+        # Ended: the piece's fast path looks for an open call, and must find none to grow.
+        candidate.open = None
         state.finish_reason = reason if type(reason) is str else excerpt(reason)
         state.outcome = "content_filter"
 
@@ -735,10 +739,10 @@ class GeminiReader(_Parts):
         return super().close_choices()
 
     def _whole_turn(self, state: _Choice, candidate: _Candidate) -> AssistantTurn | None:
-        """The turn of a candidate that ended with ``STOP``, its calls (if any) all sent whole.
+        """The turn of a candidate that ended ``STOP``, every call taken by the fast path.
 
-        Each was built by the fast path, so it passed every rule of the general close.
-        ``None`` for any other turn.
+        ``None`` for any other turn. The fast path applied every rule of the general close to
+        those calls but the tools', applied again here: the caller's mapping may have changed.
         """
         if state.outcome != "stop" or state.every:
             return None
@@ -748,10 +752,8 @@ class GeminiReader(_Parts):
             return None  # tools changed since: the general close says which is unknown
         self._closed = True
         self.stop()
-        items = [
-            part.render(calls[part.index]) if isinstance(part, CallItem) else dict(part)
-            for part in candidate.parts
-        ]
+        # No CallItem: one is made only with a call of the core's, and there is none.
+        items = [dict(part) for part in cast("list[dict[str, Any]]", candidate.parts)]
         return new_turn(
             None if state.content is None else state.content.getvalue(),
             tuple(calls),
