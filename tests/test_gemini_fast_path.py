@@ -189,6 +189,13 @@ _VALIDATED = rt.Policy(
     tools={"f": {"type": "object", "properties": {"a": {"type": "string"}}}},
     validate_arguments=True,
 )
+_TEXT_LIMIT = rt.Policy(limits=rt.Limits(max_text=4))
+
+
+def _text(text: Any) -> dict[str, Any]:
+    return {"candidates": [{"content": {"parts": [{"text": text}]}}]}
+
+
 _USAGES: list[Any] = [{"totalTokenCount": 1}, None, 3, []]
 _CYCLE: dict[str, Any] = {}
 _CYCLE["self"] = _CYCLE
@@ -352,6 +359,28 @@ _EDGES: list[tuple[str, list[Any], rt.Policy]] = [
     *(
         (f"validated {label}", [_whole(args=args), _STOP], _VALIDATED)
         for label, args in (("valid", {"a": "x"}), ("invalid", {"a": 1}))
+    ),
+    *(
+        (f"prose {label}", events, policy)
+        for label, events, policy in (
+            ("pieces", [_text("Hel"), _text("lo"), _STOP], rt.DEFAULT),
+            ("past max_text", [_text("Hel"), _text("lo"), _STOP], _TEXT_LIMIT),
+            ("at max_text", [_text("He"), _text("ll"), _STOP], _TEXT_LIMIT),
+            ("not a str", [_text("a"), _text(5), _STOP], rt.DEFAULT),
+            ("a str subclass", [_text("a"), _text(type("T", (str,), {})("b")), _STOP], rt.DEFAULT),
+            ("empty", [_text("a"), _text(""), _STOP], rt.DEFAULT),
+            ("after the finish", [_text("a"), _STOP, _text("b")], rt.DEFAULT),
+            ("first", [_text("a"), _whole(), _text("b"), _STOP], rt.DEFAULT),
+            (
+                "a thought",
+                [
+                    {"candidates": [{"content": {"parts": [{"text": "t", "thought": True}]}}]},
+                    _text("a"),
+                    _STOP,
+                ],
+                rt.DEFAULT,
+            ),
+        )
     ),
     ("deep", [_whole(args={"a": [[[1]]]}), _STOP], rt.Policy(limits=rt.Limits(max_depth=2))),
     (
@@ -780,17 +809,20 @@ def test_the_usual_turn_takes_the_fast_paths(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(GeminiReader, "_slow_feed", full_feed)
     monkeypatch.setattr(Core, "close_choices", full_close)
+    prose = [_text("Hi, "), _text("there.")]
     reader = GeminiReader()
-    for event in events:
+    for event in [*prose, *events]:
         reader.feed(event)
     (turn,) = reader.close_choices()
-    assert full == []
+    assert full == prose[:1]  # the first response makes the candidate, on the full path
+    assert turn.content == "Hi, there."
     assert [c.index for c in turn.tool_calls] == [0, 1, 2, 3]
     # A streamed call: its opening and its closing take the full path, its pieces do not,
     # and the turn takes the full close.
     pieces = [_streamed(g_arg("$.q", "ab", more=True)) for _ in range(3)]
     streamed = [_streamed(g_open("f")), _streamed(g_arg("$.q", "x", more=True)), *pieces]
     closing = _streamed({"functionCall": {}})
+    full.clear()
     reader = GeminiReader()
     for event in [*streamed, closing, *events]:
         reader.feed(event)

@@ -563,7 +563,7 @@ class GeminiReader(_Parts):
         elif "finishReason" in candidate:
             started = self._last(first, candidate, part)
         else:
-            started = None
+            started = self._prose(first, part)
         if started is None:
             return self._slow_feed(event)
         if usage is not None:
@@ -624,6 +624,21 @@ class GeminiReader(_Parts):
         if not self._announce:
             return _NO_EVENTS
         return [new_started(number, given, name, self._named, 0)]
+
+    def _prose(
+        self, first: _Candidate | None, part: dict[str, Any]
+    ) -> Sequence[ToolCallStarted] | None:
+        """One piece of the answer's text, as the full path's ``_text`` takes it, or ``None``."""
+        text = part.get("text")
+        if (
+            first is None
+            or first.ended
+            or type(text) is not str
+            or str.__len__(text) > self._text_room
+        ):
+            return None
+        self._text(self._choices[0], first, part, text)
+        return _NO_EVENTS
 
     def _last(
         self, first: _Candidate | None, candidate: dict[str, Any], part: dict[str, Any]
