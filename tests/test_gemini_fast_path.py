@@ -1,11 +1,11 @@
 """The Gemini reader's fast paths give exactly what its full path gives, on any stream.
 
 ``GeminiReader.feed`` takes the usual responses (one whole call, one more piece of a streamed
-string, the last ``STOP`` response) without the general rules, and ``close_choices`` builds a
-turn of whole calls without the general close. Each is compared here with the full path
-(``_fast`` off, ``Core``'s close) on the recordings, on values of them broken at random, on
-random turns and on a case per rule: the same start events, the same calls while open and
-after, the same end, the same turns or the same error.
+string, a piece of the answer's text, the last ``STOP`` response) without the general rules,
+and ``close_choices`` builds a turn of whole calls without the general close. Each is compared
+here with the full path (``_fast`` off, ``Core``'s close) on the recordings, on values of them
+broken at random, on random turns and on a case per rule: the same start events, the same
+calls while open and after, the same end, the same turns or the same error.
 """
 
 from __future__ import annotations

@@ -481,9 +481,10 @@ class GeminiReader(_Parts):
     def feed(self, event: object) -> Sequence[ToolCallStarted]:
         """Apply one response; return the calls it named (usually none)."""
         # Fast paths for the usual responses: one more piece of a string growing in the open
-        # streamed call, one call sent whole, the last response of a turn. A surprise (another
-        # shape, a missing key, a wrong type, a rule that could refuse it) leaves for the full
-        # path, which reports it; nothing is changed until every test has passed.
+        # streamed call, one call sent whole, a piece of the answer's text, the last response
+        # of a turn. A surprise (another shape, a missing key, a wrong type, a rule that could
+        # refuse it) leaves for the full path, which reports it; nothing is changed until every
+        # test has passed.
         if not self._fast or type(event) is not dict:
             return self._slow_feed(event)
         first = self._first
