@@ -6,11 +6,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from reactivex import Observable, abc
-from reactivex.disposable import SingleAssignmentDisposable
 
 from ._errors import RETRY_HINT, StreamInterruptedError, ToolCallStreamError, clip
 
-__all__ = ["Fail", "Stage", "SubscriberRaised", "interrupted", "lift"]
+__all__ = ["Fail", "Fold", "Stage", "SubscriberRaised", "fold", "interrupted", "lift"]
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -105,6 +104,43 @@ class _Guarded(abc.ObserverBase[B]):
             raise SubscriberRaised(error) from None
 
 
+class _Upstream(abc.DisposableBase):
+    """The source's subscription, which a stage may dispose of before it is known.
+
+    No lock: when ``dispose`` and ``set`` race, one of them sees the other's write, so the
+    subscription is always disposed of (at worst twice, which a disposable allows).
+    """
+
+    __slots__ = ("_disposed", "_subscription")
+
+    def __init__(self) -> None:
+        self._subscription: abc.DisposableBase | None = None
+        self._disposed = False
+
+    def set(self, subscription: abc.DisposableBase) -> None:
+        """Hold ``subscription``; dispose of it at once if this was disposed of already."""
+        self._subscription = subscription
+        if self._disposed:
+            self.dispose()
+
+    def dispose(self) -> None:
+        """Dispose of the subscription, now or as soon as it is set."""
+        self._disposed = True
+        subscription = self._subscription
+        if subscription is not None:
+            self._subscription = None
+            subscription.dispose()
+
+    def release(self) -> None:
+        """Let go of the subscription of a source that has ended, without a call to it.
+
+        It holds the stage's callbacks, which hold what fails the stage, which holds this: a
+        cycle that would keep the whole turn alive until the next collection.
+        """
+        self._disposed = True
+        self._subscription = None
+
+
 def _release(stage: Stage[Any]) -> None:
     """Let go of a finished stage's callbacks.
 
@@ -143,7 +179,7 @@ def lift(
         def subscribe(
             observer: abc.ObserverBase[B], scheduler: abc.SchedulerBase | None = None
         ) -> abc.DisposableBase:
-            upstream = SingleAssignmentDisposable()
+            upstream = _Upstream()
             stopped = False
 
             def raised() -> None:
@@ -259,12 +295,92 @@ def lift(
                 subscribed = on_next_emitting
             else:
                 subscribed = step
-            upstream.disposable = source.subscribe(
-                # reactivex ignores what on_next returns (the reader returns its events).
-                subscribed,  # type: ignore[arg-type]
-                on_source_error,
-                on_completed,
-                scheduler=scheduler,
+            upstream.set(
+                source.subscribe(
+                    # reactivex ignores what on_next returns (the reader returns its events).
+                    subscribed,  # type: ignore[arg-type]
+                    on_source_error,
+                    on_completed,
+                    scheduler=scheduler,
+                )
+            )
+            return upstream
+
+        return Observable(subscribe)
+
+    return operator
+
+
+Fold: TypeAlias = tuple[Callable[[A], object], Callable[[], B]]
+
+
+def fold(make: Callable[[Fail], Fold[A, B]]) -> Callable[[Observable[A]], Observable[B]]:
+    """Build an operator that sends one value, at the source's completion, or one error.
+
+    ``make(fail)`` gives ``(on_next, last)`` for each subscription. ``on_next`` is subscribed
+    to the source as it is: it must never raise, must report its errors with ``fail`` and
+    ignore every value after (a ``TurnReader`` made with ``on_error=fail``). At completion,
+    ``last()`` returns the value to send, then the completion; an exception it raises goes to
+    ``fail``. Errors, disposal and the subscriber's own exceptions are as for ``lift``, with
+    less to set up per subscription: the stage never calls the observer.
+    """
+
+    def operator(source: Observable[A]) -> Observable[B]:
+        def subscribe(
+            observer: abc.ObserverBase[B], scheduler: abc.SchedulerBase | None = None
+        ) -> abc.DisposableBase:
+            upstream = _Upstream()
+            stopped = False
+
+            def fail(error: Exception) -> None:
+                nonlocal stopped
+                if stopped:
+                    return
+                stopped = True
+                try:
+                    # An exception of the subscriber's on_error leaves as it is.
+                    observer.on_error(error)
+                finally:
+                    upstream.dispose()
+
+            on_next, last = make(fail)
+
+            def on_source_error(error: Exception) -> None:
+                fail(interrupted(error))
+
+            def on_completed() -> None:
+                nonlocal stopped
+                if stopped:
+                    return
+                try:
+                    value = last()
+                except Exception as error:  # noqa: BLE001 - the stage's own: routed to on_error
+                    failed: Exception | None = error
+                else:
+                    failed = None
+                if failed is not None:
+                    # Outside the handler: an exception of the subscriber's on_error leaves
+                    # with nothing chained to it.
+                    fail(failed)
+                    return
+                stopped = True
+                upstream.release()
+                try:
+                    observer.on_next(value)
+                    observer.on_completed()
+                except BaseException:
+                    # The subscriber's own: nothing runs after it, and it leaves as raised.
+                    upstream.dispose()
+                    raise
+
+            upstream.set(
+                source.subscribe(
+                    # reactivex ignores what on_next returns (the reader returns its events).
+                    on_next,  # type: ignore[arg-type]
+                    on_source_error,
+                    on_completed,
+                    scheduler=scheduler,
+                )
             )
             return upstream
 

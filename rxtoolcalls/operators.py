@@ -27,7 +27,7 @@ from reactivex.disposable import Disposable
 from ._close import build_turns, check_finish, every_turn, resolve_policy, single_turn
 from ._core import Call, _discard
 from ._errors import MalformedChunkError, StreamInterruptedError
-from ._lift import Fail, Stage, SubscriberRaised, lift
+from ._lift import Fail, Fold, Stage, SubscriberRaised, fold, lift
 from ._policy import Policy, PolicyName
 from ._reader import reader as TurnReader
 from ._reader import resolve_wire
@@ -406,16 +406,16 @@ def _fused(
 ) -> Callable[[Observable[Chunk]], Observable[Any]]:
     """The four operators as one stage: the same rules, one subscription, no inner streams."""
 
-    def make(observer: abc.ObserverBase[Any], fail: Fail) -> Stage[Chunk]:
+    def make(fail: Fail) -> Fold[Chunk, Any]:
         reader = TurnReader(policy, wire=wire, on_error=fail, announce=False)
 
-        def on_completed() -> None:
-            observer.on_next(emit(reader.close_choices()))
-            observer.on_completed()
+        def last() -> Any:
+            # Looked up at the close: a detecting reader changes its class on the first event.
+            return emit(reader.close_choices())
 
-        return Stage(reader.feed, on_completed, direct=True)
+        return reader.feed, last
 
-    return lift(make)
+    return fold(make)
 
 
 def assemble(
