@@ -399,6 +399,30 @@ _EDGES: list[tuple[str, list[Any], rt.Policy]] = [
         rt.DEFAULT,
     ),
     (
+        # Kept parts that hold a null functionCall sit between whole calls: the calls are
+        # found among the parts, by their functionCall, when a streamed call follows.
+        "null functionCall parts among whole calls",
+        [
+            _whole(),
+            {
+                "candidates": [
+                    {
+                        "content": {
+                            "parts": [
+                                {"functionCall": None, "inlineData": {"data": "AA=="}},
+                                {"functionCall": None, "text": "x"},
+                            ]
+                        }
+                    }
+                ]
+            },
+            _whole(id="id_1"),
+            {"candidates": [{"content": {"parts": [g_open("g"), g_arg("$.q", "x")]}}]},
+            _STOP,
+        ],
+        rt.DEFAULT,
+    ),
+    (
         "after prose",
         [
             {
