@@ -416,7 +416,7 @@ def _direct(cls: type) -> Callable[..., Any]:
     namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_twin": twin}
     lines = [f"def make({', '.join(names)}):"]
     try:
-        probe = object.__new__(twin)
+        probe: Any = object.__new__(twin)
         probe.__class__ = cls
     except TypeError:
         lines.append("    obj = _new(_cls)")
