@@ -135,7 +135,8 @@ class _Upstream(abc.DisposableBase):
         """Let go of the subscription of a source that has ended, without a call to it.
 
         It holds the stage's callbacks, which hold what fails the stage, which holds this: a
-        cycle that would keep the whole turn alive until the next collection.
+        cycle, which the downstream's own disposal at completion breaks too; this breaks it
+        whatever the downstream does.
         """
         self._disposed = True
         self._subscription = None

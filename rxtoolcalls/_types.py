@@ -421,7 +421,8 @@ def _direct(cls: type) -> Callable[..., Any]:
     except TypeError:
         lines.append("    obj = _new(_cls)")
         for at, name in enumerate(names):
-            namespace[f"_set{at}"] = cls.__dict__[name].__set__
+            slot = next(k.__dict__[name] for k in cls.__mro__ if name in k.__dict__)
+            namespace[f"_set{at}"] = slot.__set__
             lines.append(f"    _set{at}(obj, {name})")
     else:
         lines.append("    obj = _new(_twin)")
