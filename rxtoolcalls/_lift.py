@@ -142,6 +142,20 @@ class _Upstream(abc.DisposableBase):
         self._subscription = None
 
 
+def _subscribe(
+    source: Observable[A],
+    upstream: _Upstream,
+    on_next: Callable[[A], object],
+    on_error: Callable[[Exception], None],
+    on_completed: Callable[[], None],
+    scheduler: abc.SchedulerBase | None,
+) -> _Upstream:
+    """Subscribe a stage's callbacks to ``source``; ``upstream`` holds the subscription."""
+    # reactivex ignores what on_next returns (the reader returns its events).
+    upstream.set(source.subscribe(on_next, on_error, on_completed, scheduler=scheduler))  # type: ignore[arg-type]
+    return upstream
+
+
 def _release(stage: Stage[Any]) -> None:
     """Let go of a finished stage's callbacks.
 
@@ -296,16 +310,9 @@ def lift(
                 subscribed = on_next_emitting
             else:
                 subscribed = step
-            upstream.set(
-                source.subscribe(
-                    # reactivex ignores what on_next returns (the reader returns its events).
-                    subscribed,  # type: ignore[arg-type]
-                    on_source_error,
-                    on_completed,
-                    scheduler=scheduler,
-                )
+            return _subscribe(
+                source, upstream, subscribed, on_source_error, on_completed, scheduler
             )
-            return upstream
 
         return Observable(subscribe)
 
@@ -374,16 +381,7 @@ def fold(make: Callable[[Fail], Fold[A, B]]) -> Callable[[Observable[A]], Observ
                     upstream.dispose()
                     raise
 
-            upstream.set(
-                source.subscribe(
-                    # reactivex ignores what on_next returns (the reader returns its events).
-                    on_next,  # type: ignore[arg-type]
-                    on_source_error,
-                    on_completed,
-                    scheduler=scheduler,
-                )
-            )
-            return upstream
+            return _subscribe(source, upstream, on_next, on_source_error, on_completed, scheduler)
 
         return Observable(subscribe)
 

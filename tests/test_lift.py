@@ -24,7 +24,6 @@ import rxtoolcalls as rt
 from rxtoolcalls._lift import _Upstream
 from rxtoolcalls._types import _direct, new_tool_call, new_turn
 from tests.helpers import call_open, choice
-from tests.test_open_streams import prose_events
 
 CALL = [call_open(0, "call_1", "get_weather", '{"city": "Paris"}'), choice({}, "tool_calls")]
 
@@ -64,27 +63,6 @@ def test_a_synchronous_source_gives_one_outcome_and_leaves_no_cycle(
         assert isinstance(outcomes[0], rt.StreamInterruptedError)
     else:
         assert [c.name for c in outcomes[0].tool_calls] == ["get_weather"]
-
-
-@pytest.mark.parametrize(
-    "wire", ["chat", "responses", "anthropic", "gemini"], ids=lambda w: f"detected {w}"
-)
-def test_a_detected_wire_leaves_no_cycle_either(wire: str) -> None:
-    events = prose_events(wire, "Hello there")
-    outcomes: list[Any] = []
-    for failing in (False, True):
-        source = reactivex.from_iterable(events[:-1] if failing else events)
-        gc.collect()
-        gc.disable()
-        try:
-            source.pipe(rt.assemble()).subscribe(outcomes.append, outcomes.append)
-            found = gc.collect()
-        finally:
-            gc.enable()
-        assert found == 0, failing
-    assert isinstance(outcomes[0], rt.AssistantTurn)
-    assert outcomes[0].content == "Hello there"
-    assert isinstance(outcomes[1], rt.ToolCallStreamError)
 
 
 @pytest.mark.parametrize("after", range(len(CALL) + 1))

@@ -396,20 +396,23 @@ def test_the_lenient_policy_keeps_what_a_call_received_at_one_byte_a_character()
     assert turn.tool_calls[0].arguments == text
 
 
+@pytest.mark.parametrize("detected", [False, True], ids=["forced", "detected"])
 @pytest.mark.parametrize("wire", ["chat", "responses", "anthropic", "gemini"])
-def test_a_finished_turn_leaves_nothing_for_the_cycle_collector(wire: str) -> None:
+def test_a_finished_turn_leaves_nothing_for_the_cycle_collector(wire: str, detected: bool) -> None:
     """A reader holds its stage's ``fail``, which held the stage, which held the reader."""
     events = prose_events(wire, "Hello there")
     outcomes: list[Any] = []
     for failing in (False, True):
         source = reactivex.from_iterable(events[:-1] if failing else events)
+        operator = rt.assemble() if detected else rt.assemble(wire=wire)  # type: ignore[arg-type]
         gc.collect()
         gc.disable()
         try:
-            source.pipe(rt.assemble(wire=wire)).subscribe(outcomes.append, outcomes.append)  # type: ignore[arg-type]
+            source.pipe(operator).subscribe(outcomes.append, outcomes.append)
             found = gc.collect()
         finally:
             gc.enable()
         assert found == 0, (wire, failing)
     assert isinstance(outcomes[0], rt.AssistantTurn)
+    assert outcomes[0].content == "Hello there"
     assert isinstance(outcomes[1], rt.ToolCallStreamError)
