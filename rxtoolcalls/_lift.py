@@ -1,4 +1,4 @@
-"""The one place that turns a stage (plain callbacks) into an Observable operator."""
+"""Where a stage (plain callbacks) becomes an Observable operator: ``lift`` and ``fold``."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ class _Upstream(abc.DisposableBase):
             subscription.dispose()
 
     def release(self) -> None:
-        """Let go of the subscription of a source that has ended, without a call to it.
+        """Let go of the subscription of a source that has ended (one set later is disposed).
 
         It holds the stage's callbacks, which hold what fails the stage, which holds this: a
         cycle, which the downstream's own disposal at completion breaks too; this breaks it
@@ -368,8 +368,12 @@ def fold(make: Callable[[Fail], Fold[A, B]]) -> Callable[[Observable[A]], Observ
                     failed = None
                 if failed is not None:
                     # Outside the handler: an exception of the subscriber's on_error leaves
-                    # with nothing chained to it.
-                    fail(failed)
+                    # with nothing chained to it. Then dropped: the error's traceback holds
+                    # this frame, which would hold the error (a cycle, with the whole turn).
+                    try:
+                        fail(failed)
+                    finally:
+                        failed = None
                     return
                 stopped = True
                 upstream.release()

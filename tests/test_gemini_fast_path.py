@@ -631,6 +631,31 @@ def test_each_rule_of_pieces_and_of_the_last_response_reads_the_same_on_both_pat
     assert repr(events) == before
 
 
+def test_parts_kept_as_sent_are_copies_of_the_caller_s() -> None:
+    # A part neither text nor call is kept as sent: the turn and the reader hold their own
+    # copy, so the caller changing it afterwards changes neither (the fast close and _held
+    # read those parts).
+    kept: dict[str, Any] = {"executableCode": {"code": "print(1)"}}
+    events = [_whole(), {"candidates": [{"content": {"parts": [kept]}}]}]
+    for peek in (False, True):
+        reader = rt.Assembler()
+        for event in events:
+            reader.feed(event)
+        kept["functionCall"] = {"name": "g", "args": {}}  # not the reader's any more
+        if peek:
+            # A streamed call after them makes the reader find its whole calls among the parts.
+            reader.feed({"candidates": [{"content": {"parts": [g_open("h")]}}]})
+        reader.feed(_STOP)
+        turn = reader.close()
+        del kept["functionCall"]
+        assert [c.name for c in turn.tool_calls] == (["f", "h"] if peek else ["f"])
+        assert turn.items[1] == {"executableCode": {"code": "print(1)"}}
+        assert turn.items[1] is not kept
+        kept["executableCode"] = {"code": "changed"}
+        assert turn.items[1] == {"executableCode": {"code": "print(1)"}}
+        kept["executableCode"] = {"code": "print(1)"}
+
+
 def test_an_error_of_the_arguments_own_code_is_typed_and_reported() -> None:
     events = [_whole(args={"a": _Raising(b=1)}), _FINISHED]
     reported: list[Exception] = []

@@ -144,3 +144,21 @@ def test_a_result_class_no_twin_can_stand_for_is_still_built_exactly() -> None:
     assert type(made) is Derived
     assert made == Derived(1, "x")
     assert _direct(Derived)(b="y", a=2) == Derived(2, "y")
+
+
+@pytest.mark.parametrize("wire", [None, "chat"])
+@pytest.mark.parametrize("operator", [rt.assemble, rt.assemble_choices])
+def test_a_turn_refused_at_the_close_leaves_no_cycle(operator: Any, wire: Any) -> None:
+    # No finish reason: the close raises, and the error goes downstream. The subscriber keeps
+    # only its type, so nothing outside holds the error: a cycle through it would be garbage.
+    kinds: list[type] = []
+    source = reactivex.from_iterable(CALL[:1])
+    gc.collect()
+    gc.disable()
+    try:
+        source.pipe(operator(wire=wire)).subscribe(on_error=lambda e: kinds.append(type(e)))
+        found = gc.collect()
+    finally:
+        gc.enable()
+    assert kinds == [rt.StreamInterruptedError]
+    assert found == 0

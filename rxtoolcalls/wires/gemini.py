@@ -194,8 +194,8 @@ class _Candidate:
         self.open: Call | None = None
         self.calls = 0
         self.ended = False
-        # Calls sent whole and taken by the fast path, already built, and where their parts
-        # are: they become ``Call``s only when something asks for those (``_held``).
+        # Calls sent whole and taken by the fast path, already built: they become ``Call``s
+        # only when something asks for those (``_held``).
         self.whole: list[ToolCall] = []
 
 
@@ -260,7 +260,8 @@ class _Parts(Core):
         if text is not None:
             self._text(state, candidate, part, text)
         else:
-            candidate.parts.append(part)
+            # A copy: the parts are the reader's own (the turn holds them, ``_held`` reads them).
+            candidate.parts.append(dict(part))
         return _NO_EVENTS
 
     def _text(
@@ -775,7 +776,8 @@ class GeminiReader(_Parts):
         self._closed = True
         self.stop()
         # No CallItem: one is made only with a call of the core's, and there is none. The
-        # parts are the turn's own, uncopied: a closed reader changes none of them.
+        # parts go to the turn uncopied: each is a dict the reader made or copied, and a
+        # closed reader changes none of them.
         items = cast("list[dict[str, Any]]", candidate.parts)
         return new_turn(
             None if state.content is None else state.content.getvalue(),
