@@ -173,15 +173,21 @@ def assert_connection_freed(
     assert client_socket.fileno() == -1
 
 
+@pytest.mark.parametrize("through", [None, "assemble", "lifecycle"])
 @pytest.mark.parametrize("opener", OPENERS)
-def test_dispose_on_a_new_thread_closes_the_connection(opener: Opener) -> None:
+def test_dispose_on_a_new_thread_closes_the_connection(opener: Opener, through: str | None) -> None:
+    # Through an operator too: assemble() folds in its own stage, lifecycle() in lift's; each
+    # holds the source's subscription, and disposing the turn must reach the socket.
     before = set(threading.enumerate())
     got = threading.Event()
     notes: list[str] = []
     with StallingServer() as server, opener(server) as (chunks, response):
         client_socket = socket_of(response)
-        subscription = chunks.subscribe(
-            lambda _: got.set(),
+        seen = chunks.pipe(ops.do_action(lambda _: got.set()))
+        if through is not None:
+            seen = seen.pipe(getattr(rt, through)())
+        subscription = seen.subscribe(
+            lambda _: None,
             lambda _: notes.append("error"),
             lambda: notes.append("completed"),
             scheduler=NewThreadScheduler(),
