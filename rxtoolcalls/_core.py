@@ -138,8 +138,9 @@ def _json_writer() -> Callable[[object], str]:
 
 _WRITE_JSON = _json_writer()
 _ABSENT = object()
-# Characters a call may take on the fast path between two exact limit checks. A grant is
-# reserved from the turn's budget, so the fast path updates one counter per piece.
+# Characters a call (or a tree of values set by path) may take on a fast path between two
+# exact limit checks. A grant is reserved from the turn's budget (or its room for values set
+# by path), so the fast path updates one counter per piece.
 _GRANT = 1 << 16
 # Choice index 0 is recognised by identity: CPython keeps one object per small int, so the
 # one test also tells 0 from 0.0 and False (another int object 0 takes the general lookup).
@@ -859,6 +860,8 @@ class _Calls(_State):
         if tree is None:
             tree = call.tree = PathTree(self._policy.limits.max_depth)
             self._path_room -= tree.size
+        else:
+            self._ungrant(tree)
         try:
             added = tree.set(path, value, grows)
         except PathError as exc:
@@ -872,6 +875,12 @@ class _Calls(_State):
                 ) from exc
             raise MalformedChunkError(f"{where}: {exc}", **_at(call)) from exc
         self._path_room -= added
+        if self._path_room < 0:
+            # Short: the grants of the other calls' trees come back before the exact check.
+            for state in self._choices.values():
+                for other in state.every:
+                    if other.tree is not None:
+                        self._ungrant(other.tree)
         if tree.size > self._max_call or self._path_room < 0:
             where = _where(call.choice_index, call.index, call.name)
             which, limit = (
@@ -886,6 +895,17 @@ class _Calls(_State):
                 value=limit,
                 **_at(call),
             )
+        # The next characters this tree may take on a wire's fast path, reserved from the
+        # turn's room: that path then checks and updates ``size`` alone.
+        grant = min(_GRANT, self._max_call - tree.size, self._path_room)
+        self._path_room -= grant
+        tree.end = tree.size + grant
+
+    def _ungrant(self, tree: PathTree) -> None:
+        """Give back to the turn's room what ``tree``'s grant has not used."""
+        if tree.end > tree.size:
+            self._path_room += tree.end - tree.size
+        tree.end = 0
 
     def set_object_arguments(self, call: Call, value: dict[str, Any]) -> None:
         """Take arguments the wire sends whole, as an object (Gemini ``args``).
@@ -916,6 +936,7 @@ class _Calls(_State):
                 self._piece(self._choices[call.choice_index], call, "{}")
             return
         call.tree = None
+        self._ungrant(tree)
         self._path_room += tree.size
         self._piece(self._choices[call.choice_index], call, tree.text())
 

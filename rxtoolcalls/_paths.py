@@ -99,14 +99,16 @@ class PathTree:
     """One JSON object being built from values set at paths (rules 1-4).
 
     ``size`` estimates the characters of the written object, for the limits: it counts every
-    value and key set, never less than a few characters per new entry.
+    value and key set, never less than a few characters per new entry. ``end`` is the size a
+    wire's fast path may grow it to without a limit check (its owner's grant; none at first).
     """
 
-    __slots__ = ("_max_depth", "growing", "root", "size")
+    __slots__ = ("_max_depth", "end", "growing", "root", "size")
 
     def __init__(self, max_depth: int) -> None:
         self.root: dict[str, Any] = {}
         self.size = 2
+        self.end = 0
         self._max_depth = max_depth
         # The strings still growing, by path: a wire's next piece for one skips the walk.
         self.growing: dict[str, _Text] = {}

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rxtoolcalls as rt
+from rxtoolcalls import _core
 from rxtoolcalls._core import Core
 from rxtoolcalls._reader import detect_wire, reader
 from rxtoolcalls._types import CallItem
@@ -878,3 +879,117 @@ def test_the_usual_turn_takes_the_fast_paths(monkeypatch: pytest.MonkeyPatch) ->
     assert full == [streamed[0], streamed[1], closing]
     reader.close_choices()
     assert full[-1] == "close"
+
+
+# -- the grant: what the piece's fast path may take without checking the limits --------------
+
+
+def _without_grants(
+    monkeypatch: pytest.MonkeyPatch, events: list[Any], policy: rt.Policy
+) -> tuple[Any, ...]:
+    """The outcome when no tree is ever granted room: every piece takes the exact checks."""
+    with monkeypatch.context() as patched:
+        patched.setattr(_core, "_GRANT", 0)
+        return outcome(copy.deepcopy(events), policy, fast=True)
+
+
+@pytest.mark.parametrize("grant", [0, 1, 7, 1 << 16])
+def test_pieces_meet_the_call_limit_exactly_whatever_the_grant(
+    monkeypatch: pytest.MonkeyPatch, grant: int
+) -> None:
+    # Each count of pieces, on both sides of the limit: the same turn or the same error, and
+    # the limit is met within the range (one count passes, the next fails).
+    monkeypatch.setattr(_core, "_GRANT", grant)
+    policy = rt.Policy(limits=rt.Limits(max_call_arguments=40, max_turn_arguments=1000))
+    kinds = []
+    for count in range(25):
+        events = [*_OPENED, *(_streamed(_PIECE) for _ in range(count)), _FINISHED]
+        found = assert_same(events, policy)
+        if found[0] == "error":
+            assert found[2][2]["limit"] == "max_call_arguments"
+        kinds.append(found[0])
+    assert "turns" in kinds
+    assert "error" in kinds
+    assert kinds == sorted(kinds, key=lambda kind: kind == "error")
+
+
+def _two_candidates(first: list[Any], second: list[Any]) -> list[Any]:
+    """Responses whose candidates 0 and 1 each get the next of their parts."""
+    events: list[Any] = []
+    for at in range(max(len(first), len(second))):
+        candidates = [
+            {"index": index, "content": {"parts": [parts[at]]}}
+            for index, parts in enumerate((first, second))
+            if at < len(parts)
+        ]
+        events.append({"candidates": candidates})
+    events.append(
+        {
+            "candidates": [
+                {"index": index, "content": {"parts": [{"text": ""}]}, "finishReason": "STOP"}
+                for index in (0, 1)
+            ]
+        }
+    )
+    return events
+
+
+def test_a_grant_held_by_one_call_never_refuses_another_the_turn_s_room(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Candidate 0's streamed string holds a grant as large as the turn's room; candidate 1
+    # then sets its values on the full path. Its exact check must see the room the grant has
+    # not used: with the limit met to the character, both turns are given.
+    policy = rt.Policy(limits=rt.Limits(max_call_arguments=500, max_turn_arguments=60))
+    first = [g_open("f"), g_arg("$.q", "x", more=True), _PIECE, _PIECE, {"functionCall": {}}]
+    results = []
+    for length in range(60):
+        second = [g_open("g"), g_arg("$.r", "y" * length), {"functionCall": {}}]
+        events = _two_candidates(first, second)
+        granted = outcome(copy.deepcopy(events), policy, fast=True)
+        assert granted == outcome(copy.deepcopy(events), policy, fast=False)
+        assert granted == _without_grants(monkeypatch, events, policy)
+        results.append(granted[0])
+        if granted[0] == "error":
+            assert granted[2][2]["limit"] == "max_turn_arguments"
+    # The turn's limit is met inside the range: the longest value that fits passes.
+    assert results[0] == "turns"
+    assert results[-1] == "error"
+    assert results == sorted(results, key=lambda kind: kind == "error")
+
+
+_FRAGMENT = st.one_of(
+    st.builds(lambda name: g_open(name), st.sampled_from(["f", "g"])),
+    st.builds(
+        lambda path, text, more: g_arg(path, text, more=more),
+        st.sampled_from(["$.q", "$.r", "$.a[0]"]),
+        st.text(alphabet="ab", max_size=12),
+        st.booleans(),
+    ),
+    st.builds(lambda n: g_arg("$.n", n), st.integers(-9, 99999)),
+    st.just(_PIECE),
+    st.just({"functionCall": {}}),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    first=st.lists(_FRAGMENT, max_size=12),
+    second=st.lists(_FRAGMENT, max_size=6),
+    max_call=st.sampled_from([12, 30, 100]),
+    max_turn=st.sampled_from([20, 40, 200]),
+    grant=st.sampled_from([1, 5, 1 << 16]),
+)
+def test_grants_change_no_outcome(
+    first: list[Any], second: list[Any], max_call: int, max_turn: int, grant: int
+) -> None:
+    # Two candidates streaming values by path under small limits: with any grant, the turns
+    # or the error are those of a reader that grants nothing (every piece checked exactly).
+    policy = rt.Policy(limits=rt.Limits(max_call_arguments=max_call, max_turn_arguments=max_turn))
+    events = _two_candidates([g_open("f"), *first], second)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(_core, "_GRANT", grant)
+        granted = outcome(copy.deepcopy(events), policy, fast=True)
+        assert granted == outcome(copy.deepcopy(events), policy, fast=False)
+        patched.setattr(_core, "_GRANT", 0)
+        assert granted == outcome(copy.deepcopy(events), policy, fast=True)

@@ -531,7 +531,6 @@ class GeminiReader(_Parts):
             tree = call.tree
             if (
                 tree is None
-                or not tree.growing
                 or type(function_call) is not dict
                 or len(function_call) != 2
                 or "finishReason" in candidate
@@ -554,16 +553,16 @@ class GeminiReader(_Parts):
                 type(piece) is not str
                 or type(path) is not str
                 or more is not True
-                or tree.size + (size := len(piece)) > self._max_call
-                or self._path_room < size
+                # Within the tree's grant no limit can be passed; past it, the full path
+                # checks them exactly and grants more.
+                or (size := tree.size + len(piece)) > tree.end
             ):
                 return self._slow_feed(event)
             text = tree.growing.get(path)
             if text is None:
                 return self._slow_feed(event)
             text.pieces.append(piece)
-            tree.size += size
-            self._path_room -= size
+            tree.size = size
             if usage is not None:
                 self.usage = usage
             return _NO_EVENTS
