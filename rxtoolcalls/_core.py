@@ -842,7 +842,8 @@ class _Calls(_State):
 
         A ``str`` value grows the string at ``path`` while ``grows`` was said of its last
         piece. Raises ``MalformedChunkError`` for a bad or conflicting path and
-        ``LimitExceededError`` past the limits.
+        ``LimitExceededError`` past the limits. A tree of choice 0 then gets a grant (``end``):
+        characters its wire's fast path may add with no check, reserved from the turn's room.
         """
         if type(path) is not str:
             raise MalformedChunkError(
@@ -895,14 +896,15 @@ class _Calls(_State):
                 value=limit,
                 **_at(call),
             )
-        # The next characters this tree may take on a wire's fast path, reserved from the
-        # turn's room: that path then checks and updates ``size`` alone.
-        grant = min(_GRANT, self._max_call - tree.size, self._path_room)
-        self._path_room -= grant
-        tree.end = tree.size + grant
+        if call.choice_index == 0:
+            # The next characters this tree may take on the fast path (which reads choice 0
+            # alone), reserved from the turn's room: that path checks and updates ``size``.
+            grant = min(_GRANT, self._max_call - tree.size, self._path_room)
+            self._path_room -= grant
+            tree.end = tree.size + grant
 
     def _ungrant(self, tree: PathTree) -> None:
-        """Give back to the turn's room what ``tree``'s grant has not used."""
+        """End ``tree``'s grant: what it has not used goes back to the turn's room."""
         if tree.end > tree.size:
             self._path_room += tree.end - tree.size
         tree.end = 0

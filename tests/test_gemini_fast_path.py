@@ -913,45 +913,65 @@ def test_pieces_meet_the_call_limit_exactly_whatever_the_grant(
     assert kinds == sorted(kinds, key=lambda kind: kind == "error")
 
 
-def _two_candidates(first: list[Any], second: list[Any]) -> list[Any]:
-    """Responses whose candidates 0 and 1 each get the next of their parts."""
-    events: list[Any] = []
-    for at in range(max(len(first), len(second))):
-        candidates = [
-            {"index": index, "content": {"parts": [parts[at]]}}
-            for index, parts in enumerate((first, second))
-            if at < len(parts)
-        ]
-        events.append({"candidates": candidates})
-    events.append(
-        {
-            "candidates": [
-                {"index": index, "content": {"parts": [{"text": ""}]}, "finishReason": "STOP"}
-                for index in (0, 1)
-            ]
-        }
-    )
-    return events
+def _alone(index: int, part: Any) -> dict[str, Any]:
+    """A response carrying one part of candidate ``index`` alone."""
+    return {"candidates": [{"index": index, "content": {"parts": [part]}}]}
+
+
+_BOTH_STOP = {
+    "candidates": [
+        {"index": index, "content": {"parts": [{"text": ""}]}, "finishReason": "STOP"}
+        for index in (0, 1)
+    ]
+}
+
+
+def _granted(events: list[Any], policy: rt.Policy) -> tuple[tuple[Any, ...], int]:
+    """The outcome on the fast path, and how many responses its pieces' fast path took."""
+    full: list[Any] = []
+    feed = GeminiReader._slow_feed
+
+    def counted(self: GeminiReader, event: Any) -> Any:
+        full.append(event)
+        return feed(self, event)
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(GeminiReader, "_slow_feed", counted)
+        found = outcome(copy.deepcopy(events), policy, fast=True)
+    return found, len(events) - len(full)
 
 
 def test_a_grant_held_by_one_call_never_refuses_another_the_turn_s_room(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Candidate 0's streamed string holds a grant as large as the turn's room; candidate 1
-    # then sets its values on the full path. Its exact check must see the room the grant has
-    # not used: with the limit met to the character, both turns are given.
+    # Candidate 0's string takes pieces on the fast path against a grant as large as the
+    # turn's room; candidate 1 then sets a value on the full path. Its exact check must see
+    # the room the grant has not used: with the limit met to the character, both turns come.
     policy = rt.Policy(limits=rt.Limits(max_call_arguments=500, max_turn_arguments=60))
-    first = [g_open("f"), g_arg("$.q", "x", more=True), _PIECE, _PIECE, {"functionCall": {}}]
     results = []
     for length in range(60):
-        second = [g_open("g"), g_arg("$.r", "y" * length), {"functionCall": {}}]
-        events = _two_candidates(first, second)
-        granted = outcome(copy.deepcopy(events), policy, fast=True)
+        events = [
+            {
+                "candidates": [
+                    {"index": i, "content": {"parts": [g_open(n)]}} for i, n in ((0, "f"), (1, "g"))
+                ]
+            },
+            _alone(0, g_arg("$.q", "x", more=True)),
+            _alone(0, _PIECE),
+            _alone(0, _PIECE),
+            _alone(1, g_arg("$.r", "y" * length)),
+            _alone(0, _PIECE),
+            _alone(0, {"functionCall": {}}),
+            _alone(1, {"functionCall": {}}),
+            _BOTH_STOP,
+        ]
+        granted, fast = _granted(events, policy)
+        assert fast >= 2  # the two pieces before candidate 1's value, at least
         assert granted == outcome(copy.deepcopy(events), policy, fast=False)
         assert granted == _without_grants(monkeypatch, events, policy)
-        results.append(granted[0])
         if granted[0] == "error":
             assert granted[2][2]["limit"] == "max_turn_arguments"
+        results.append(granted[0])
     # The turn's limit is met inside the range: the longest value that fits passes.
     assert results[0] == "turns"
     assert results[-1] == "error"
@@ -974,22 +994,31 @@ _FRAGMENT = st.one_of(
 
 @settings(max_examples=300, deadline=None)
 @given(
-    first=st.lists(_FRAGMENT, max_size=12),
-    second=st.lists(_FRAGMENT, max_size=6),
+    steps=st.lists(st.tuples(st.sampled_from([0, 0, 0, 1]), _FRAGMENT), max_size=14),
     max_call=st.sampled_from([12, 30, 100]),
     max_turn=st.sampled_from([20, 40, 200]),
-    grant=st.sampled_from([1, 5, 1 << 16]),
+    grant=st.sampled_from([2, 5, 1 << 16]),
 )
 def test_grants_change_no_outcome(
-    first: list[Any], second: list[Any], max_call: int, max_turn: int, grant: int
+    steps: list[tuple[int, Any]], max_call: int, max_turn: int, grant: int
 ) -> None:
-    # Two candidates streaming values by path under small limits: with any grant, the turns
-    # or the error are those of a reader that grants nothing (every piece checked exactly).
+    # Both candidates open a streamed call; candidate 0's string takes a piece on the fast
+    # path; then random fragments, each in a response of its candidate alone, under small
+    # limits. With any grant, the turns or the error are those of the full path and of a
+    # reader that grants nothing (every piece checked exactly).
     policy = rt.Policy(limits=rt.Limits(max_call_arguments=max_call, max_turn_arguments=max_turn))
-    events = _two_candidates([g_open("f"), *first], second)
+    opened = [{"index": i, "content": {"parts": [g_open(n)]}} for i, n in ((0, "f"), (1, "g"))]
+    events = [
+        {"candidates": opened},
+        _alone(0, g_arg("$.q", "x", more=True)),
+        _alone(0, _PIECE),
+        *(_alone(index, part) for index, part in steps),
+        _BOTH_STOP,
+    ]
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(_core, "_GRANT", grant)
-        granted = outcome(copy.deepcopy(events), policy, fast=True)
+        granted, fast = _granted(events, policy)
+        assert fast >= 1
         assert granted == outcome(copy.deepcopy(events), policy, fast=False)
         patched.setattr(_core, "_GRANT", 0)
         assert granted == outcome(copy.deepcopy(events), policy, fast=True)
