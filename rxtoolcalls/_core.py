@@ -139,8 +139,8 @@ def _json_writer() -> Callable[[object], str]:
 _WRITE_JSON = _json_writer()
 _ABSENT = object()
 # Characters a call (or a tree of values set by path) may take on a fast path between two
-# exact limit checks. A grant is reserved from the turn's budget (or its room for values set
-# by path), so the fast path updates one counter per piece.
+# exact limit checks. A grant is reserved from the turn's budget, so the fast path updates one
+# counter per piece.
 _GRANT = 1 << 16
 # Choice index 0 is recognised by identity: CPython keeps one object per small int, so the
 # one test also tells 0 from 0.0 and False (another int object 0 takes the general lookup).
@@ -487,7 +487,6 @@ class _State:
         "_on_error",
         "_on_open",
         "_opened",
-        "_path_room",
         "_policy",
         "_resend",
         "_stopped",
@@ -518,8 +517,6 @@ class _State:
         self._max_call = policy.limits.max_call_arguments
         self._budget = policy.limits.max_turn_arguments
         self._text_room = policy.limits.max_text
-        # Characters that values set by path may still take in this turn (an estimate).
-        self._path_room = policy.limits.max_turn_arguments
         self._max_identifier = policy.limits.max_identifier
         # The fast path only counts; recoveries that inspect pieces take the full path.
         self._fast = not policy.needs_piece_checks
@@ -843,7 +840,7 @@ class _Calls(_State):
         A ``str`` value grows the string at ``path`` while ``grows`` was said of its last
         piece. Raises ``MalformedChunkError`` for a bad or conflicting path and
         ``LimitExceededError`` past the limits. A tree of choice 0 then gets a grant (``end``):
-        characters its wire's fast path may add with no check, reserved from the turn's room.
+        characters its wire's fast path may add with no check, reserved from the turn's budget.
         """
         if type(path) is not str:
             raise MalformedChunkError(
@@ -860,7 +857,12 @@ class _Calls(_State):
         tree = call.tree
         if tree is None:
             tree = call.tree = PathTree(self._policy.limits.max_depth)
-            self._path_room -= tree.size
+            # An open tree's size is charged to the turn's budget, as any argument text is,
+            # and given back when the tree is written as its call's text. Until then the
+            # call takes no text: its grant for text goes back.
+            self._budget += call.room - tree.size
+            call.end -= call.room
+            call.room = 0
         else:
             self._ungrant(tree)
         try:
@@ -875,14 +877,9 @@ class _Calls(_State):
                     **_at(call),
                 ) from exc
             raise MalformedChunkError(f"{where}: {exc}", **_at(call)) from exc
-        self._path_room -= added
-        if self._path_room < 0:
-            # Short: the grants of the other calls' trees come back before the exact check.
-            for state in self._choices.values():
-                for other in state.every:
-                    if other.tree is not None:
-                        self._ungrant(other.tree)
-        if tree.size > self._max_call or self._path_room < 0:
+        self._budget -= added
+        # Short, every grant comes back before the exact check (``_fits_turn``).
+        if tree.size > self._max_call or not self._fits_turn(0):
             where = _where(call.choice_index, call.index, call.name)
             which, limit = (
                 ("max_call_arguments", self._max_call)
@@ -898,15 +895,18 @@ class _Calls(_State):
             )
         if call.choice_index == 0:
             # The next characters this tree may take on the fast path (which reads choice 0
-            # alone), reserved from the turn's room: that path checks and updates ``size``.
-            grant = min(_GRANT, self._max_call - tree.size, self._path_room)
-            self._path_room -= grant
+            # alone), reserved from the turn's budget: that path checks and updates ``size``.
+            grant = min(_GRANT, self._max_call - tree.size)
+            if grant > self._budget:
+                self._fits_turn(grant)  # takes back every other grant when short
+            grant = min(grant, self._budget)
+            self._budget -= grant
             tree.end = tree.size + grant
 
     def _ungrant(self, tree: PathTree) -> None:
-        """End ``tree``'s grant: what it has not used goes back to the turn's room."""
+        """End ``tree``'s grant: what it has not used goes back to the turn's budget."""
         if tree.end > tree.size:
-            self._path_room += tree.end - tree.size
+            self._budget += tree.end - tree.size
         tree.end = 0
 
     def set_object_arguments(self, call: Call, value: dict[str, Any]) -> None:
@@ -939,7 +939,7 @@ class _Calls(_State):
             return
         call.tree = None
         self._ungrant(tree)
-        self._path_room += tree.size
+        self._budget += tree.size
         self._piece(self._choices[call.choice_index], call, tree.text())
 
     def _grant(self, call: Call, size: int) -> None:
@@ -957,6 +957,8 @@ class _Calls(_State):
             self._budget += call.room
             call.end -= call.room
             call.room = 0
+            if call.tree is not None:
+                self._ungrant(call.tree)
         return n <= self._budget
 
 

@@ -1022,3 +1022,28 @@ def test_grants_change_no_outcome(
         assert granted == outcome(copy.deepcopy(events), policy, fast=False)
         patched.setattr(_core, "_GRANT", 0)
         assert granted == outcome(copy.deepcopy(events), policy, fast=True)
+
+
+@pytest.mark.parametrize("end", ["STOP", "MAX_TOKENS"])
+def test_the_turn_limit_counts_closed_calls_with_open_ones(end: str) -> None:
+    # A call closed takes its text from the turn's budget; a call still taking values by path
+    # takes from the same budget, so the piece that passes the turn's limit is refused where
+    # it comes (not at the close, and whatever the end), with nothing past it kept.
+    policy = rt.Policy(limits=rt.Limits(max_call_arguments=40, max_turn_arguments=50))
+    events = [
+        _streamed(g_open("f")),
+        _streamed(g_arg("$.q", "x" * 25)),
+        _streamed({"functionCall": {}}),  # f's text, 34 characters, is charged here
+        _streamed(g_open("g")),
+        _streamed(g_arg("$.q", "y", more=True)),
+        *(_streamed(g_arg("$.q", "y" * 9, more=True)) for _ in range(3)),
+        _streamed({"functionCall": {}}),
+        _ended(finishReason=end),
+    ]
+    found = assert_same(events, policy)
+    assert found[0] == "error"
+    _, started, (kind, _, fields), _, _ = found
+    assert kind is rt.LimitExceededError
+    assert fields["limit"] == "max_turn_arguments"
+    # Refused at g's first piece of nine: 34 + 19 > 50 (its tree holds 10 before it).
+    assert len(started) == 5
