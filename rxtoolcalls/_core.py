@@ -865,9 +865,12 @@ class _Calls(_State):
             call.room = 0
         else:
             self._ungrant(tree)
+        before = tree.size
         try:
-            added = tree.set(path, value, grows)
+            tree.set(path, value, grows)
         except PathError as exc:
+            # Containers made before the refusal stay in the tree: their size is charged too.
+            self._budget -= tree.size - before
             where = _where(call.choice_index, call.index, call.name)
             if exc.too_deep:
                 raise LimitExceededError(
@@ -877,7 +880,7 @@ class _Calls(_State):
                     **_at(call),
                 ) from exc
             raise MalformedChunkError(f"{where}: {exc}", **_at(call)) from exc
-        self._budget -= added
+        self._budget -= tree.size - before
         # Short, every grant comes back before the exact check (``_fits_turn``).
         if tree.size > self._max_call or not self._fits_turn(0):
             where = _where(call.choice_index, call.index, call.name)

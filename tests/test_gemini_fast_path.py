@@ -1047,3 +1047,21 @@ def test_the_turn_limit_counts_closed_calls_with_open_ones(end: str) -> None:
     assert fields["limit"] == "max_turn_arguments"
     # Refused at g's first piece of nine: 34 + 19 > 50 (its tree holds 10 before it).
     assert len(started) == 5
+
+
+def test_containers_made_before_a_refused_path_are_charged() -> None:
+    # A path refused for a gap leaves the containers it made on the way in the tree; a caller
+    # who feeds on after the error must find them charged, or the close would give back more
+    # than was taken and the turn's budget would grow.
+    reader = GeminiReader(rt.Policy(limits=rt.Limits(max_turn_arguments=1000)))
+    reader.feed(_streamed(g_open("f")))
+    for key in ("k0", "k1", "k2"):
+        with pytest.raises(rt.MalformedChunkError, match="elements come in order"):
+            reader.feed(_streamed(g_arg(f"$.{key}[0][1]", 1)))
+    (call,) = reader.calls()
+    assert call.tree is not None
+    assert call.tree.size > 2  # containers were made
+    assert 1000 - reader._budget == call.tree.size
+    reader.feed(_streamed({"functionCall": {}}))
+    (call,) = reader.calls()
+    assert 1000 - reader._budget - call.room == len(call.text())  # its grant held apart
