@@ -745,9 +745,7 @@ class _Calls(_State):
         else:
             # Past the grant: give it back, check both limits exactly, reserve the next.
             size = call.size
-            self._budget += call.room
-            call.room = 0
-            call.end = size
+            self._give_back(call)
             if size + n > self._max_call or not self._fits_turn(n):
                 which, value = (
                     ("max_call_arguments", self._max_call)
@@ -812,10 +810,7 @@ class _Calls(_State):
         grown = len(value) - len(so_far)
         if grown > 0:
             # The turn pays for what the final value adds, as it would for pieces.
-            size = call.size
-            self._budget += call.room
-            call.room = 0
-            call.end = size
+            self._give_back(call)
         if len(value) > self._max_call or (grown > 0 and not self._fits_turn(grown)):
             which, limit = (
                 ("max_call_arguments", self._max_call)
@@ -860,9 +855,8 @@ class _Calls(_State):
             # An open tree's size is charged to the turn's budget, as any argument text is,
             # and given back when the tree is written as its call's text. Until then the
             # call takes no text: its grant for text goes back.
-            self._budget += call.room - tree.size
-            call.end -= call.room
-            call.room = 0
+            self._give_back(call)
+            self._budget -= tree.size
         else:
             self._ungrant(tree)
         before = tree.size
@@ -952,14 +946,18 @@ class _Calls(_State):
         call.room = grant
         call.end = size + grant
 
+    def _give_back(self, call: Call) -> None:
+        """End ``call``'s grant for text: what it has not used goes back to the turn's budget."""
+        self._budget += call.room
+        call.end -= call.room
+        call.room = 0
+
     def _fits_turn(self, n: int) -> bool:
         """Whether ``n`` more characters fit the turn; reclaims every grant when short."""
         if n <= self._budget:
             return True
         for call in self._all_calls():
-            self._budget += call.room
-            call.end -= call.room
-            call.room = 0
+            self._give_back(call)
             if call.tree is not None:
                 self._ungrant(call.tree)
         return n <= self._budget

@@ -28,7 +28,7 @@ from rxtoolcalls._reader import detect_wire, reader
 from rxtoolcalls._types import CallItem
 from rxtoolcalls.wires.gemini import GeminiReader
 from tests.test_wire_gemini import _JUNK, _places, _replace
-from tests.wire_builders import g_arg, g_open, load_wire, wire_fixture_names
+from tests.wire_builders import G_CLOSE, g_arg, g_open, load_wire, wire_fixture_names
 
 GEMINI = wire_fixture_names("gemini")
 
@@ -913,11 +913,6 @@ def test_pieces_meet_the_call_limit_exactly_whatever_the_grant(
     assert kinds == sorted(kinds, key=lambda kind: kind == "error")
 
 
-def _alone(index: int, part: Any) -> dict[str, Any]:
-    """A response carrying one part of candidate ``index`` alone."""
-    return {"candidates": [{"index": index, "content": {"parts": [part]}}]}
-
-
 _BOTH_STOP = {
     "candidates": [
         {"index": index, "content": {"parts": [{"text": ""}]}, "finishReason": "STOP"}
@@ -956,13 +951,13 @@ def test_a_grant_held_by_one_call_never_refuses_another_the_turn_s_room(
                     {"index": i, "content": {"parts": [g_open(n)]}} for i, n in ((0, "f"), (1, "g"))
                 ]
             },
-            _alone(0, g_arg("$.q", "x", more=True)),
-            _alone(0, _PIECE),
-            _alone(0, _PIECE),
-            _alone(1, g_arg("$.r", "y" * length)),
-            _alone(0, _PIECE),
-            _alone(0, {"functionCall": {}}),
-            _alone(1, {"functionCall": {}}),
+            _streamed(index=0, part=g_arg("$.q", "x", more=True)),
+            _streamed(index=0, part=_PIECE),
+            _streamed(index=0, part=_PIECE),
+            _streamed(index=1, part=g_arg("$.r", "y" * length)),
+            _streamed(index=0, part=_PIECE),
+            _streamed(index=0, part=G_CLOSE),
+            _streamed(index=1, part=G_CLOSE),
             _BOTH_STOP,
         ]
         granted, fast = _granted(events, policy)
@@ -988,7 +983,7 @@ _FRAGMENT = st.one_of(
     ),
     st.builds(lambda n: g_arg("$.n", n), st.integers(-9, 99999)),
     st.just(_PIECE),
-    st.just({"functionCall": {}}),
+    st.just(G_CLOSE),
 )
 
 
@@ -1010,9 +1005,9 @@ def test_grants_change_no_outcome(
     opened = [{"index": i, "content": {"parts": [g_open(n)]}} for i, n in ((0, "f"), (1, "g"))]
     events = [
         {"candidates": opened},
-        _alone(0, g_arg("$.q", "x", more=True)),
-        _alone(0, _PIECE),
-        *(_alone(index, part) for index, part in steps),
+        _streamed(index=0, part=g_arg("$.q", "x", more=True)),
+        _streamed(index=0, part=_PIECE),
+        *(_streamed(index=index, part=part) for index, part in steps),
         _BOTH_STOP,
     ]
     with pytest.MonkeyPatch.context() as patched:
@@ -1033,11 +1028,11 @@ def test_the_turn_limit_counts_closed_calls_with_open_ones(end: str) -> None:
     events = [
         _streamed(g_open("f")),
         _streamed(g_arg("$.q", "x" * 25)),
-        _streamed({"functionCall": {}}),  # f's text, 34 characters, is charged here
+        _streamed(G_CLOSE),  # f's text, 34 characters, is charged here
         _streamed(g_open("g")),
         _streamed(g_arg("$.q", "y", more=True)),
         *(_streamed(g_arg("$.q", "y" * 9, more=True)) for _ in range(3)),
-        _streamed({"functionCall": {}}),
+        _streamed(G_CLOSE),
         _ended(finishReason=end),
     ]
     found = assert_same(events, policy)
@@ -1062,6 +1057,6 @@ def test_containers_made_before_a_refused_path_are_charged() -> None:
     assert call.tree is not None
     assert call.tree.size > 2  # containers were made
     assert 1000 - reader._budget == call.tree.size
-    reader.feed(_streamed({"functionCall": {}}))
+    reader.feed(_streamed(G_CLOSE))
     (call,) = reader.calls()
     assert 1000 - reader._budget - call.room == len(call.text())  # its grant held apart
