@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import copy
+import itertools
 import json
+import os
 import re
 from typing import Any
 
@@ -16,6 +18,7 @@ from reactivex import operators as ops
 
 import rxtoolcalls as rt
 from rxtoolcalls._sse import DONE, SSEDecoder, chunk_from_event
+from rxtoolcalls.wires import gemini
 from tests.wire_builders import (
     G_CLOSE,
     g_arg,
@@ -219,6 +222,38 @@ def test_missing_ids_stay_unique_across_two_turns() -> None:
     # A made-up id is never sent to the API.
     assert "id" not in first.to_message()["parts"][0]["functionCall"]
     assert "id" not in first.tool_messages([1, 2])[0]["parts"][0]["functionResponse"]
+
+
+def test_made_up_ids_count_on_in_the_process_and_keep_24_hex_digits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Near the top of the 96 bits: the count goes on past it, the ids stay 24 digits.
+    monkeypatch.setattr(gemini, "_next_ids", itertools.count((1 << 96) - 2))
+    whole = [g_response(g_call("f", {}), g_call("f", {})), g_stop()]
+    streamed = [g_response(g_open("g")), g_response(G_CLOSE), g_stop()]
+    ids = [c.id for c in (*turn_of(whole).tool_calls, *rx_turn(streamed).tool_calls)]
+    assert ids == ["call_" + "f" * 23 + "e", "call_" + "f" * 24, "call_" + "0" * 24]
+    assert gemini.new_call_id() == "call_" + "0" * 23 + "1"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
+def test_a_forked_child_makes_ids_of_its_own() -> None:
+    # The child starts from the parent's count: without a new draw, both make the same ids.
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe, then exits
+        try:
+            os.write(write, gemini.new_call_id().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        made = pipe.read()
+    os.waitpid(child, 0)
+    mine = gemini.new_call_id()
+    assert SYNTHESIZED.fullmatch(made)
+    assert SYNTHESIZED.fullmatch(mine)
+    assert made != mine
 
 
 def test_nested_array_and_mixed_type_paths() -> None:

@@ -1167,7 +1167,9 @@ def gemini_hand_whole(events: Iterable[dict[str, Any]]) -> Calls:
             call = part.get("functionCall")
             if call is not None:
                 if not call.get("id"):
-                    os.urandom(12).hex()  # an id made as the turn makes it; random, so unused
+                    # An id per call as a hand loop makes one unique across turns (96
+                    # random bits, uuid4's way); random, so unused in the comparison.
+                    os.urandom(12).hex()
                 calls.append(("", call["name"], json.loads(json.dumps(call["args"]))))
     return calls
 
