@@ -11,7 +11,7 @@ another wire is a ``MalformedChunkError``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import cast, get_args
+from typing import Any, cast, get_args
 
 from ._close import resolve_policy, single_turn
 from ._core import _NO_EVENTS, Call, Core, attr
@@ -83,32 +83,22 @@ _READERS: dict[str, type[Core]] = {
 }
 
 
-class _Detecting(ChatReader):
-    """A Chat reader until the first event says otherwise; then it hands every event on.
+class _Reading(ChatReader):
+    """The layout a detecting reader keeps whatever its class becomes (one of the three below).
 
-    It starts as Chat because that wire's fast path lives in ``feed``, which an Rx stage binds
-    before the first event: a Chat stream pays nothing for detection, another wire one call.
+    It is a Chat reader because that wire's fast path lives in ``feed``, which an Rx stage
+    binds before the first event: a Chat stream pays nothing for detection, another wire one
+    call per event.
     """
 
     # ``_feed`` is a slot here, shadowing the Chat reader's method: the full path of ``feed``
     # calls what it holds, the detection first, then the detected wire's ``feed`` itself.
-    __slots__ = ("_delegate", "_feed", "_parts")
-
-    def __init__(
-        self,
-        policy: Policy = DEFAULT,
-        *,
-        on_open: Callable[[Call], None] | None = None,
-        keep_arguments: bool = True,
-        on_error: Callable[[Exception], None] | None = None,
-    ) -> None:
-        super().__init__(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
-        self._delegate: Core | None = None
-        self._parts = (on_open, keep_arguments)
-        self._feed = self._detect  # type: ignore[method-assign]
-        # Chat's fast path waits for a Chat chunk: tried on another wire's first event, it
-        # would raise and catch a KeyError (no first chunk needs it: no call is open yet).
-        self._fast = False
+    __slots__ = ("_delegate", "_feed", "_made", "_parts")
+    _delegate: Core | None
+    # on_open and keep_arguments, for the reader of the wire detected.
+    _parts: tuple[Callable[[Call], None] | None, bool]
+    # Whether the Chat state was made (a _Detecting makes it on first use).
+    _made: bool
 
     def _detect(self, chunk: object) -> Sequence[ToolCallStarted]:
         event = chunk
@@ -116,11 +106,13 @@ class _Detecting(ChatReader):
         if wire is None:
             if isinstance(event, str) and event.strip() == "[DONE]":
                 return _NO_EVENTS
+            _chat_state(self)
             if isinstance(event, dict) and event.get("type") == "error":
                 self._raise_provider_error(event)
             return ChatReader._feed(self, event)
         if wire == "chat":
             # Decided: from now on the Chat rules alone, with no detection per event.
+            _chat_state(self)
             del self._feed  # no cycle through a bound method of this reader
             self.__class__ = _Chat
             self._fast = not self._policy.needs_piece_checks
@@ -135,13 +127,70 @@ class _Detecting(ChatReader):
         return delegate.feed(event)
 
 
-class _Chat(_Detecting):
+class _Detecting(_Reading):
+    """A reader before its first identifying event: Chat's state is made only when read.
+
+    A stream of another wire never needs it (making it was about a quarter of what detecting
+    a short Gemini turn cost). Until it is made, only what ``feed`` and the detection read is
+    set; any other attribute read makes it first (``__getattr__``, called for an unset slot
+    only). The classes this one becomes have no ``__getattr__``: it would slow every read.
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        policy: Policy = DEFAULT,
+        *,
+        on_open: Callable[[Call], None] | None = None,
+        keep_arguments: bool = True,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        self._policy = policy
+        self._on_error = on_error
+        self._announce = True
+        self._stopped = False
+        self._closed = False
+        # Chat's fast path waits for a Chat chunk: tried on another wire's first event, it
+        # would raise and catch a KeyError (no first chunk needs it: no call is open yet).
+        self._fast = False
+        self._delegate = None
+        self._parts = (on_open, keep_arguments)
+        self._made = False
+        self._feed = self._detect  # type: ignore[method-assign]
+
+    def __getattr__(self, name: str) -> Any:
+        if _chat_state(self):
+            return getattr(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+def _chat_state(reader: _Reading) -> bool:
+    """Make the Chat state of ``reader`` unless it has it; whether it was made now."""
+    if reader._made:
+        return False
+    reader._made = True
+    # What _Detecting.__init__ set, and may have changed since (a stop, ``announce``), stays.
+    kept = (reader._announce, reader._stopped, reader._closed, reader._fast)
+    on_open, keep_arguments = reader._parts
+    ChatReader.__init__(
+        reader,
+        reader._policy,
+        on_open=on_open,
+        keep_arguments=keep_arguments,
+        on_error=reader._on_error,
+    )
+    reader._announce, reader._stopped, reader._closed, reader._fast = kept
+    return True
+
+
+class _Chat(_Reading):
     __slots__ = ()
     # The Chat rules themselves (no call in between): the slow path of prose chunks.
     _feed = ChatReader._feed  # type: ignore[assignment]
 
 
-class _Delegating(_Detecting):
+class _Delegating(_Reading):
     """Hands every event and every question to the reader of the detected wire."""
 
     __slots__ = ()

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rxtoolcalls as rt
+from rxtoolcalls._reader import reader
 from rxtoolcalls._sse import DONE, SSEDecoder, chunk_from_event
 from tests.helpers import load_fixture, outcome
 from tests.wire_builders import (
@@ -132,6 +133,57 @@ def test_assembler_reports_its_wire() -> None:
     chat = rt.Assembler()
     chat.feed(load_fixture("openai__single_tool_call")[0])
     assert chat.wire == "chat"
+
+
+# A Chat chunk that names a call: feed returns its start event unless told not to.
+_NAMING = {
+    "choices": [
+        {
+            "index": 0,
+            "delta": {"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f"}}]},
+            "finish_reason": None,
+        }
+    ]
+}
+
+
+def test_a_reader_asked_before_its_first_event_answers_as_a_chat_reader() -> None:
+    # Before any event the Chat state is not made yet: every question makes it, and the
+    # answers are those of a reader made for Chat.
+    for ask in ("calls", "finish_reason", "content_size", "end"):
+        detecting, chat = reader(), reader(wire="chat")
+        assert getattr(detecting, ask)() == getattr(chat, ask)()
+        assert (detecting.usage, detecting.normalizations) == (None, {})
+    with pytest.raises(rt.StreamInterruptedError):
+        reader().close_choices()
+
+
+def test_what_was_set_before_the_chat_state_was_made_is_kept() -> None:
+    quiet = reader(announce=False)
+    assert quiet.normalizations == {}  # the Chat state is made here
+    assert quiet.feed(_NAMING) == ()
+    assert [c.name for c in quiet.calls()] == ["f"]
+    stopped = reader()
+    stopped.stop()
+    assert stopped.calls() == []
+    assert stopped.feed(_NAMING) == ()
+    assert stopped.calls() == []
+    told = reader()
+    assert [s.name for s in told.feed(_NAMING)] == ["f"]
+
+
+def test_a_stream_of_another_wire_never_makes_the_chat_state() -> None:
+    for events in (
+        [g_response(g_call("f", {"a": 1})), g_stop()],
+        [a_start(), *a_tool(0, "toolu_a", "f", "{}"), *a_end()],
+        [r_created(), *r_call(0, "c", "f", "{}"), r_completed([])],
+    ):
+        detecting = reader()
+        for event in events:
+            detecting.feed(event)
+        (turn,) = detecting.close_choices()
+        assert [c.name for c in turn.tool_calls] == ["f"]
+        assert detecting._made is False  # type: ignore[attr-defined]
 
 
 # -- the SDKs' own event objects --------------------------------------------------------
