@@ -191,6 +191,12 @@ def test_replay_without_a_capture(tmp_path: Path) -> None:
     assert line == "rxtoolcalls: replay: a capture FILE (or --demo) is needed"
 
 
+def _interruptible() -> None:
+    # A shell starts a background job with SIGINT ignored, and Python keeps an ignored
+    # SIGINT: the child of a test run so would never see the Ctrl-C this test sends.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_is_one_line_and_status_130(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "rxtoolcalls", "--progress", "replay", "--demo", "--speed", "0.05"],
@@ -198,6 +204,7 @@ def test_ctrl_c_is_one_line_and_status_130(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interruptible,
     )
     try:
         assert process.stderr is not None
