@@ -168,13 +168,30 @@ def _content(value: object) -> str:
     return tool_content(value, default=str)
 
 
-def _ledger_key(turn: int, call: ToolCall) -> str:
+def _ledger_key(turn: int, call: ToolCall, made_up: bool = False) -> str:
     """A call's ledger key: its id, turn number, name and a digest of its arguments.
 
-    The id alone is not enough: TGI sends ``"0"`` for every call of every turn.
+    The id alone is not enough: TGI sends ``"0"`` for every call of every turn. An id made up
+    by the reader (``made_up``: Gemini sent none) is new on each stream of the turn: such a
+    call is its place in the turn instead, so a re-streamed turn finds it.
     """
     digest = hashlib.sha256(call.arguments.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    if made_up:
+        return json.dumps([None, turn, call.index, call.name, digest])
     return json.dumps([call.id, turn, call.name, digest])
+
+
+def _made_up_ids(turn: AssistantTurn) -> frozenset[str]:
+    """The ids of ``turn``'s calls that the model never sent (made up by the reader)."""
+    if turn.wire != "gemini" or not turn.normalizations.get("synthesized_id"):
+        return frozenset()
+    # A made-up id is never sent back: the call's part in the turn has none.
+    sent = {
+        part["functionCall"].get("id")
+        for part in turn.items
+        if isinstance(part.get("functionCall"), Mapping)
+    }
+    return frozenset(call.id for call in turn.tool_calls if call.id not in sent)
 
 
 def _answered(messages: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], str]:
@@ -538,7 +555,10 @@ class _Conversation:
             self.transcript.extend(_as_list(turn.to_message(self.s.empty_content)))
             self.step(lambda: self.stream_turn(number + 1, 0))
             return
-        results = [self.dispatch(number, call, turn.wire) for call in turn.tool_calls]
+        made_up = _made_up_ids(turn)
+        results = [
+            self.dispatch(number, call, turn.wire, call.id in made_up) for call in turn.tool_calls
+        ]
         holder = SerialDisposable()
         self.current.disposable = holder
         holder.disposable = (
@@ -562,10 +582,12 @@ class _Conversation:
 
     # -- tools ------------------------------------------------------------------------------
 
-    def dispatch(self, number: int, call: ToolCall, wire: Wire) -> Observable[ToolCallFinished]:
+    def dispatch(
+        self, number: int, call: ToolCall, wire: Wire, made_up: bool
+    ) -> Observable[ToolCallFinished]:
         """The call's answer: its tool's run, or the one recorded, decided when it starts."""
         ledger = self.s.ledger
-        key = _ledger_key(number, call)
+        key = _ledger_key(number, call, made_up)
         answered = self.answered.get(_answered_key(call, wire))
         tool = self.s.tools.get(call.name)
         recorded: object = _UNKNOWN

@@ -11,7 +11,7 @@ calls while open and after, the same end, the same turns or the same error.
 from __future__ import annotations
 
 import copy
-import itertools
+import os
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -26,7 +26,6 @@ from rxtoolcalls import _core
 from rxtoolcalls._core import Core
 from rxtoolcalls._reader import detect_wire, reader
 from rxtoolcalls._types import CallItem
-from rxtoolcalls.wires import gemini
 from rxtoolcalls.wires.gemini import GeminiReader
 from tests.test_wire_gemini import _JUNK, _places, _replace
 from tests.wire_builders import G_CLOSE, g_arg, g_open, load_wire, wire_fixture_names
@@ -52,12 +51,8 @@ class _NotADict(Mapping[str, Any]):
 
 @pytest.fixture(autouse=True)
 def same_ids(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ids count on from a random start: each reader here starts from 0, so turns compare."""
-    monkeypatch.setattr(gemini, "_next_ids", itertools.count())
-
-
-def _ids_from_zero() -> None:
-    gemini._next_ids = itertools.count()
+    """Ids are drawn at random: both paths draw the same here, so whole turns compare."""
+    monkeypatch.setattr(os, "urandom", lambda n: bytes(range(n)))
 
 
 def _error(error: rt.ToolCallStreamError) -> tuple[Any, ...]:
@@ -108,7 +103,6 @@ def outcome(
 
     ``peek``: the calls, and the end as it stands, are also read after that many events.
     """
-    _ids_from_zero()
     reader = GeminiReader(policy)
     if not fast:
         reader._fast = False
@@ -131,7 +125,6 @@ def outcome(
 def through_rx(events: list[Any], policy: rt.Policy, wire: Any) -> tuple[Any, ...]:
     """The turn or error of ``assemble()``: what a pipeline sees."""
     out: list[Any] = []
-    _ids_from_zero()
     reactivex.from_iterable(events).pipe(rt.assemble(policy, wire=wire)).subscribe(
         out.append, out.append
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import itertools
 import json
 import os
 import re
@@ -18,7 +17,6 @@ from reactivex import operators as ops
 
 import rxtoolcalls as rt
 from rxtoolcalls._sse import DONE, SSEDecoder, chunk_from_event
-from rxtoolcalls.wires import gemini
 from tests.wire_builders import (
     G_CLOSE,
     g_arg,
@@ -224,36 +222,22 @@ def test_missing_ids_stay_unique_across_two_turns() -> None:
     assert "id" not in first.tool_messages([1, 2])[0]["parts"][0]["functionResponse"]
 
 
-def test_made_up_ids_count_on_in_the_process_and_keep_24_hex_digits(
+def test_made_up_ids_count_on_within_a_turn_from_a_draw_of_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    draws = iter([b"\xff" * 11 + b"\xfe", bytes(12)])
+    monkeypatch.setattr(os, "urandom", lambda n: next(draws))
     # Near the top of the 96 bits: the count goes on past it, the ids stay 24 digits.
-    monkeypatch.setattr(gemini, "_next_ids", itertools.count((1 << 96) - 2))
-    whole = [g_response(g_call("f", {}), g_call("f", {})), g_stop()]
-    streamed = [g_response(g_open("g")), g_response(G_CLOSE), g_stop()]
-    ids = [c.id for c in (*turn_of(whole).tool_calls, *rx_turn(streamed).tool_calls)]
+    both = [
+        g_response(g_call("f", {}), g_call("f", {})),
+        g_response(g_open("g")),
+        g_response(G_CLOSE),
+        g_stop(),
+    ]
+    ids = [c.id for c in turn_of(both).tool_calls]
     assert ids == ["call_" + "f" * 23 + "e", "call_" + "f" * 24, "call_" + "0" * 24]
-    assert gemini.new_call_id() == "call_" + "0" * 23 + "1"
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX only")
-def test_a_forked_child_makes_ids_of_its_own() -> None:
-    # The child starts from the parent's count: without a new draw, both make the same ids.
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child reports through the pipe, then exits
-        try:
-            os.write(write, gemini.new_call_id().encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        made = pipe.read()
-    os.waitpid(child, 0)
-    mine = gemini.new_call_id()
-    assert SYNTHESIZED.fullmatch(made)
-    assert SYNTHESIZED.fullmatch(mine)
-    assert made != mine
+    streamed = [g_response(g_open("g")), g_response(G_CLOSE), g_stop()]
+    assert [c.id for c in rx_turn(streamed).tool_calls] == ["call_" + "0" * 24]
 
 
 def test_nested_array_and_mixed_type_paths() -> None:
@@ -897,6 +881,50 @@ def test_calls_answered_in_the_given_contents_are_not_run_again() -> None:
     finished = [e for e in events if isinstance(e, rt.ToolCallFinished)]
     assert ran == []
     assert [(f.content, f.reused) for f in finished] == [("3!", True)]
+
+
+def test_a_re_streamed_turn_never_runs_again_the_calls_gemini_sent_without_ids() -> None:
+    # ops.retry subscribes the loop again: the first turn streams again, with new made-up
+    # ids. The ledger knows such a call by its place in the turn: it is not run twice, and
+    # two equal calls of one turn are still two calls.
+    ran: list[Any] = []
+
+    def weather(city: str) -> str:
+        ran.append(city)
+        return f"sunny in {city}"
+
+    first = [
+        g_response(g_call("weather", {"city": "Paris"}), g_call("weather", {"city": "Paris"})),
+        g_response(g_call("weather", {"city": "Rome"}, id="given")),
+        g_stop(),
+    ]
+    streams = 0
+
+    def open_stream(messages: list[Any]) -> list[dict[str, Any]]:
+        nonlocal streams
+        streams += 1
+        if len(messages) == 1:
+            return first
+        if streams == 2:
+            raise rt.StreamInterruptedError("the connection dropped")
+        return [g_response(g_text("Sunny.")), g_stop()]
+
+    ledger: rt.Ledger = {}
+    question = {"role": "user", "parts": [{"text": "Weather?"}]}
+    events = (
+        rt.agent_loop(open_stream, {"weather": weather}, [question], retries=0, ledger=ledger)
+        .pipe(ops.retry(2), ops.to_list())
+        .run()
+    )
+    finished = [e for e in events if isinstance(e, rt.ToolCallFinished)]
+    assert streams == 4
+    assert ran == ["Paris", "Paris", "Rome"]
+    assert [(f.call.name, f.reused) for f in finished] == [("weather", False)] * 3 + [
+        ("weather", True)
+    ] * 3
+    assert len(ledger) == 3
+    assert isinstance(events[-1], rt.Conversation)
+    assert events[-1].final.content == "Sunny."
 
 
 def test_sdk_objects_of_a_blocked_prompt_and_of_an_error_free_stream() -> None:
