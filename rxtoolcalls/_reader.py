@@ -160,16 +160,23 @@ class _Detecting(_Reading):
         self._feed = self._detect  # type: ignore[method-assign]
 
     def __getattr__(self, name: str) -> Any:
-        if _chat_state(self):
+        # Only Chat's state is made here: any other name (a copy's __setstate__, a blank
+        # copy's own slots) is missing as it would be on any reader.
+        if name in _CHAT_STATE and _chat_state(self):
             return getattr(self, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+# The slots Chat's __init__ sets (every Core's state) and _Detecting.__init__ does not.
+_CHAT_STATE = frozenset(
+    name for kind in ChatReader.__mro__ for name in getattr(kind, "__slots__", ())
+) - {"_policy", "_on_error", "_announce", "_stopped", "_closed", "_fast"}
 
 
 def _chat_state(reader: _Reading) -> bool:
     """Make the Chat state of ``reader`` unless it has it; whether it was made now."""
     if reader._made:
         return False
-    reader._made = True
     # What _Detecting.__init__ set, and may have changed since (a stop, ``announce``), stays.
     kept = (reader._announce, reader._stopped, reader._closed, reader._fast)
     on_open, keep_arguments = reader._parts
@@ -181,6 +188,7 @@ def _chat_state(reader: _Reading) -> bool:
         on_error=reader._on_error,
     )
     reader._announce, reader._stopped, reader._closed, reader._fast = kept
+    reader._made = True
     return True
 
 
@@ -188,6 +196,12 @@ class _Chat(_Reading):
     __slots__ = ()
     # The Chat rules themselves (no call in between): the slow path of prose chunks.
     _feed = ChatReader._feed  # type: ignore[assignment]
+
+    def __getstate__(self) -> object:
+        # ``_feed`` reads as this class's method, which a copy cannot set: it is no state.
+        state, slots = cast("tuple[None, dict[str, object]]", super().__getstate__())
+        slots.pop("_feed", None)
+        return state, slots
 
 
 class _Delegating(_Reading):
@@ -215,9 +229,26 @@ class _Delegating(_Reading):
 
     def end(self) -> StreamEnd:
         """The stream's end, from the wire's reader."""
-        end = self._delegate.end()
-        self.usage = self._delegate.usage
-        return end
+        return self._delegate.end()
+
+    # The wire's reader holds these: this reader never made Chat's.
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        """The last usage the stream sent, as a dict."""
+        return self._delegate.usage
+
+    @usage.setter
+    def usage(self, value: dict[str, Any] | None) -> None:
+        self._delegate.usage = value
+
+    @property
+    def normalizations(self) -> dict[str, int]:
+        """The recoveries the policy applied so far, by name."""
+        return self._delegate.normalizations
+
+    @normalizations.setter
+    def normalizations(self, value: dict[str, int]) -> None:
+        self._delegate.normalizations = value
 
     def close_choices(self) -> tuple[AssistantTurn, ...]:
         """The turns, from the wire's reader (once only)."""
@@ -294,8 +325,7 @@ class Assembler:
     @property
     def normalizations(self) -> dict[str, int]:
         """The recoveries the policy applied so far, by name."""
-        found = self._reader
-        return dict((found._delegate if isinstance(found, _Delegating) else found).normalizations)
+        return dict(self._reader.normalizations)
 
     def calls(self) -> list[Call]:
         """Every call opened so far, ordered by (choice index, key, order of opening)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 from typing import Any
 
 import pytest
@@ -170,6 +172,45 @@ def test_what_was_set_before_the_chat_state_was_made_is_kept() -> None:
     assert stopped.calls() == []
     told = reader()
     assert [s.name for s in told.feed(_NAMING)] == ["f"]
+    closed = reader()
+    with pytest.raises(rt.StreamInterruptedError):
+        closed.close_choices()  # closed first, then the state is made
+    with pytest.raises(RuntimeError, match=r"feed\(\) after close\(\)"):
+        closed.feed(_NAMING)
+    with pytest.raises(RuntimeError, match="already called"):
+        closed.close_choices()
+
+
+def test_an_assembler_copies_and_pickles_before_and_after_its_first_event() -> None:
+    chat = load_fixture("openai__single_tool_call")
+    gemini = [g_response(g_call("f", {"a": 1})), g_stop()]
+    for events, fed in ((chat, 0), (chat, 1), (gemini, 0), (gemini, 1), ([{}, *gemini], 1)):
+        turns = []
+        original = rt.Assembler()
+        for event in events[:fed]:
+            original.feed(event)
+        for copied in (copy.deepcopy(original), pickle.loads(pickle.dumps(original)), original):
+            for event in events[fed:]:
+                copied.feed(event)
+            turns.append([(c.name, c.arguments) for c in copied.close().tool_calls])
+        assert turns[0] == turns[1] == turns[2] != []
+
+
+def test_a_reader_that_hands_events_on_answers_as_the_wire_s_reader() -> None:
+    events = [
+        {**g_response(g_call("f", {"a": 1})), "usageMetadata": {"promptTokenCount": 3}},
+        g_stop(),
+    ]
+    detecting, forced = reader(), reader(wire="gemini")
+    for event in events:
+        detecting.feed(event)
+        forced.feed(event)
+        assert (detecting.usage, detecting.normalizations) == (
+            forced.usage,
+            forced.normalizations,
+        )
+    assert detecting.usage == {"promptTokenCount": 3}
+    assert detecting.normalizations == {"synthesized_id": 1}
 
 
 def test_a_stream_of_another_wire_never_makes_the_chat_state() -> None:
