@@ -714,10 +714,11 @@ def agent_loop(
       ``None``, an int or a whole ``ChatCompletion`` is a ``TypeError`` at once).
     - Exactly once: each call is written to ``ledger`` (a new dict per ``agent_loop()`` call
       unless given; keys are opaque) when its tool starts, then with its answer. A call is its
-      id, turn number, name and arguments (some providers reuse ids in every turn). A call
-      already in the ledger, or already answered in ``messages`` (on any wire), is not run
-      again: it gets the recorded answer (``ToolCallFinished.reused``), or an error message
-      when its result was never recorded. So ``agent_loop(…, ledger=done).pipe(ops.retry(3))``
+      id, turn number, name and arguments (some providers reuse ids in every turn; a Gemini
+      call sent without an id is its place in the turn instead). A call already in the
+      ledger, or already answered in ``messages`` (on any wire), is not run again: it gets
+      the recorded answer (``ToolCallFinished.reused``), or an error message when its
+      result was never recorded. So ``agent_loop(…, ledger=done).pipe(ops.retry(3))``
       re-streams but never re-runs a call; to resume instead, start a new loop from the
       messages so far. Two calls of one turn sharing an id are a ``MalformedChunkError``
       (``LENIENT``, with ``synthesize_missing_ids``, renames the second).
