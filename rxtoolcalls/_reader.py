@@ -167,10 +167,10 @@ class _Detecting(_Reading):
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
-# The slots Chat's __init__ sets (every Core's state) and _Detecting.__init__ does not.
+# The slots Chat's __init__ sets (every Core's state).
 _CHAT_STATE = frozenset(
     name for kind in ChatReader.__mro__ for name in getattr(kind, "__slots__", ())
-) - {"_policy", "_on_error", "_announce", "_stopped", "_closed", "_fast"}
+)
 
 
 def _chat_state(reader: _Reading) -> bool:

@@ -247,11 +247,7 @@ class AssistantTurn:
     def _function_responses(self, values: list[object]) -> list[dict[str, Any]]:
         """One user content of ``functionResponse`` parts, in call order (Gemini)."""
         # Only ids the model sent go back: a made-up one means nothing to the API.
-        sent = {
-            part["functionCall"]["id"]
-            for part in self.items
-            if isinstance(part.get("functionCall"), dict) and "id" in part["functionCall"]
-        }
+        made_up = made_up_ids(self)
         parts: list[dict[str, Any]] = []
         for call, value in zip(self.tool_calls, values, strict=True):
             response: dict[str, Any]
@@ -262,7 +258,7 @@ class AssistantTurn:
             else:
                 response = {"output": value if isinstance(value, str) else _json(value)}
             answer: dict[str, Any] = {"name": call.name}
-            if call.id in sent:
+            if call.id not in made_up:
                 answer["id"] = call.id
             answer["response"] = response
             parts.append({"functionResponse": answer})
@@ -400,6 +396,21 @@ class StreamEnd:
     usage: dict[str, Any] | None
     normalizations: dict[str, int] = field(default_factory=dict)
     wire: Wire = "chat"
+
+
+def made_up_ids(turn: AssistantTurn) -> frozenset[str]:
+    """The ids of ``turn``'s calls that the model never sent (Gemini: the reader made them up).
+
+    A made-up id is in no part of the turn's items, which carry what the model sent.
+    """
+    if turn.wire != "gemini":
+        return frozenset()
+    sent = {
+        part["functionCall"]["id"]
+        for part in turn.items
+        if isinstance(part.get("functionCall"), dict) and "id" in part["functionCall"]
+    }
+    return frozenset(call.id for call in turn.tool_calls if call.id not in sent)
 
 
 def _direct(cls: type) -> Callable[..., Any]:

@@ -52,7 +52,14 @@ from ._close import resolve_policy, single_turn
 from ._errors import MalformedChunkError, ToolCallStreamError, clip
 from ._policy import Policy, PolicyName
 from ._reader import reader as TurnReader
-from ._types import AssistantTurn, ToolCall, ToolCallStarted, Wire, tool_content
+from ._types import (
+    AssistantTurn,
+    ToolCall,
+    ToolCallStarted,
+    Wire,
+    made_up_ids,
+    tool_content,
+)
 from .transcript import answer_text, answered_calls, canonical_arguments, transcript_wire
 
 __all__ = [
@@ -179,19 +186,6 @@ def _ledger_key(turn: int, call: ToolCall, made_up: bool = False) -> str:
     if made_up:
         return json.dumps([None, turn, call.index, call.name, digest])
     return json.dumps([call.id, turn, call.name, digest])
-
-
-def _made_up_ids(turn: AssistantTurn) -> frozenset[str]:
-    """The ids of ``turn``'s calls that the model never sent (made up by the reader)."""
-    if turn.wire != "gemini" or not turn.normalizations.get("synthesized_id"):
-        return frozenset()
-    # A made-up id is never sent back: the call's part in the turn has none.
-    sent = {
-        part["functionCall"].get("id")
-        for part in turn.items
-        if isinstance(part.get("functionCall"), Mapping)
-    }
-    return frozenset(call.id for call in turn.tool_calls if call.id not in sent)
 
 
 def _answered(messages: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], str]:
@@ -555,7 +549,7 @@ class _Conversation:
             self.transcript.extend(_as_list(turn.to_message(self.s.empty_content)))
             self.step(lambda: self.stream_turn(number + 1, 0))
             return
-        made_up = _made_up_ids(turn)
+        made_up = made_up_ids(turn)
         results = [
             self.dispatch(number, call, turn.wire, call.id in made_up) for call in turn.tool_calls
         ]
