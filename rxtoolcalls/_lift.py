@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from reactivex import Observable, abc
+from reactivex.scheduler import CurrentThreadScheduler
 
 from ._errors import RETRY_HINT, StreamInterruptedError, ToolCallStreamError, clip
 
@@ -334,59 +335,167 @@ def fold(make: Callable[[Fail], Fold[A, B]]) -> Callable[[Observable[A]], Observ
     """
 
     def operator(source: Observable[A]) -> Observable[B]:
-        def subscribe(
-            observer: abc.ObserverBase[B], scheduler: abc.SchedulerBase | None = None
-        ) -> abc.DisposableBase:
-            upstream = _Upstream()
-            stopped = False
-
-            def fail(error: Exception) -> None:
-                nonlocal stopped
-                if stopped:
-                    return
-                stopped = True
-                try:
-                    # An exception of the subscriber's on_error leaves as it is.
-                    observer.on_error(error)
-                finally:
-                    upstream.dispose()
-
-            on_next, last = make(fail)
-
-            def on_source_error(error: Exception) -> None:
-                fail(interrupted(error))
-
-            def on_completed() -> None:
-                nonlocal stopped
-                if stopped:
-                    return
-                try:
-                    value = last()
-                except Exception as error:  # noqa: BLE001 - the stage's own: routed to on_error
-                    failed: Exception | None = error
-                else:
-                    failed = None
-                if failed is not None:
-                    # Outside the handler: an exception of the subscriber's on_error leaves
-                    # with nothing chained to it. Then dropped: the error's traceback holds
-                    # this frame, which would hold the error (a cycle, with the whole turn).
-                    try:
-                        fail(failed)
-                    finally:
-                        failed = None
-                    return
-                stopped = True
-                upstream.release()
-                try:
-                    observer.on_next(value)
-                    observer.on_completed()
-                except BaseException:
-                    # The subscriber's own: nothing runs after it, and it leaves as raised.
-                    upstream.dispose()
-                    raise
-
-            return _subscribe(source, upstream, on_next, on_source_error, on_completed, scheduler)
-
-        return Observable(subscribe)
+        return _Folded(source, make)
 
     return operator
+
+
+class _Folded(Observable[B]):
+    """What ``fold`` returns: its ``subscribe`` hands the subscriber's callbacks to the fold.
+
+    ``Observable.subscribe`` puts an ``AutoDetachObserver`` in front of every subscriber: it
+    ignores what comes after an error or the completion, and disposes of the subscription
+    then. A fold does both itself (``_Folding``), so this ``subscribe`` keeps the rest of
+    ``Observable.subscribe`` (an observer or callbacks, the current thread's trampoline, an
+    error of the subscription itself sent to ``on_error``) without that layer, a third of
+    what subscribing through a fold costs over subscribing to its source.
+    """
+
+    def __init__(self, source: Observable[A], make: Callable[[Fail], Fold[A, B]]) -> None:
+        super().__init__()
+        self._source = source
+        self._make = make
+
+    def _subscribe_core(
+        self, observer: abc.ObserverBase[B], scheduler: abc.SchedulerBase | None = None
+    ) -> abc.DisposableBase:
+        run = _Folding(observer.on_next, observer.on_error, observer.on_completed)
+        run.start(self._source, self._make, scheduler)
+        return run
+
+    def subscribe(
+        self,
+        on_next: abc.ObserverBase[B] | abc.OnNext[B] | None = None,
+        on_error: abc.OnError | None = None,
+        on_completed: abc.OnCompleted | None = None,
+        *,
+        scheduler: abc.SchedulerBase | None = None,
+    ) -> abc.DisposableBase:
+        """Subscribe an observer, or callbacks, as ``Observable.subscribe`` does."""
+        # Which of the two was given, decided as Observable.subscribe decides it.
+        if isinstance(on_next, abc.ObserverBase) or (
+            hasattr(on_next, "on_next") and callable(on_next.on_next)  # type: ignore[union-attr]
+        ):
+            observer = cast("abc.ObserverBase[B]", on_next)
+            on_next, on_error, on_completed = (
+                observer.on_next,
+                observer.on_error,
+                observer.on_completed,
+            )
+        run = _Folding(
+            on_next or _finished,
+            on_error or _raise,
+            on_completed or _finished,
+        )
+        # As Observable.subscribe does: the source is subscribed on a running trampoline, so
+        # its subscription is known before a source on the current thread sends anything (a
+        # failed turn can then stop it at once).
+        trampoline = CurrentThreadScheduler.singleton()
+        parts = (self._source, self._make, scheduler)
+        if trampoline.schedule_required():
+            trampoline.schedule(run.begin, parts)
+        else:
+            run.begin(trampoline, parts)
+        return run
+
+
+# What a subscription starts from: the source, the fold's ``make``, the scheduler given.
+_Start: TypeAlias = tuple[
+    Observable[Any], Callable[[Fail], Fold[Any, Any]], abc.SchedulerBase | None
+]
+
+
+def _raise(error: Exception) -> None:
+    """A subscriber without ``on_error``: the error is raised, as reactivex raises it."""
+    raise error
+
+
+class _Folding(abc.DisposableBase):
+    """One subscription of a fold: the subscriber's callbacks, and whether it has stopped."""
+
+    __slots__ = ("_last", "_on_completed", "_on_error", "_on_next", "_stopped", "_upstream")
+
+    def __init__(
+        self,
+        on_next: Callable[[Any], None],
+        on_error: Callable[[Exception], None],
+        on_completed: Callable[[], None],
+    ) -> None:
+        self._on_next = on_next
+        self._on_error = on_error
+        self._on_completed = on_completed
+        self._upstream = _Upstream()
+        self._stopped = False
+        self._last: Callable[[], Any] | None = None
+
+    def begin(self, _: abc.SchedulerBase, parts: _Start | None) -> None:
+        """Start on the trampoline; an error of the start itself goes to ``on_error``."""
+        try:
+            self.start(*cast("_Start", parts))
+        except Exception as error:
+            # As reactivex's observer does: sent once, and raised when something was sent.
+            if self._stopped:
+                raise
+            self.fail(error)
+
+    def start(
+        self,
+        source: Observable[Any],
+        make: Callable[[Fail], Fold[Any, Any]],
+        scheduler: abc.SchedulerBase | None,
+    ) -> None:
+        """Make the stage and subscribe it to ``source``."""
+        on_next, self._last = make(self.fail)
+        _subscribe(source, self._upstream, on_next, self._failed, self._completed, scheduler)
+
+    def fail(self, error: Exception) -> None:
+        """Send ``error`` downstream once, and stop (the source is disposed of)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        # The stage holds this method: letting go of the stage breaks the cycle.
+        self._last = None
+        try:
+            # An exception of the subscriber's on_error leaves as it is.
+            self._on_error(error)
+        finally:
+            self._upstream.dispose()
+
+    def _failed(self, error: Exception) -> None:
+        self.fail(interrupted(error))
+
+    def _completed(self) -> None:
+        if self._stopped:
+            return
+        last = self._last
+        self._last = None
+        try:
+            value = last() if last is not None else None
+        except Exception as error:  # noqa: BLE001 - the stage's own: routed to on_error
+            failed: Exception | None = error
+        else:
+            failed = None
+        if failed is not None:
+            # Outside the handler: an exception of the subscriber's on_error leaves with
+            # nothing chained to it. Then dropped: the error's traceback holds this frame,
+            # which would hold the error (a cycle, with the whole turn).
+            try:
+                self.fail(failed)
+            finally:
+                failed = None
+            return
+        self._stopped = True
+        self._upstream.release()
+        try:
+            self._on_next(value)
+            self._on_completed()
+        except BaseException:
+            # The subscriber's own: nothing runs after it, and it leaves as raised.
+            self._upstream.dispose()
+            raise
+
+    def dispose(self) -> None:
+        """Stop: nothing more is sent, and the source is disposed of."""
+        self._stopped = True
+        self._last = None
+        self._upstream.dispose()

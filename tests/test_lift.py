@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 import reactivex
 from reactivex import abc
+from reactivex import operators as ops
 from reactivex.disposable import Disposable
 from reactivex.subject import Subject
 
 import rxtoolcalls as rt
-from rxtoolcalls._lift import _Upstream
+from rxtoolcalls._lift import _Upstream, fold
 from rxtoolcalls._types import _direct, new_tool_call, new_turn
 from tests.helpers import call_open, choice
 
@@ -162,3 +163,142 @@ def test_a_turn_refused_at_the_close_leaves_no_cycle(operator: Any, wire: Any) -
         gc.enable()
     assert kinds == [rt.StreamInterruptedError]
     assert found == 0
+
+
+# -- subscribing to a fold: what Observable.subscribe does, without its extra observer --------
+
+BAD = [CALL[0], {"choices": "not a list"}]
+
+
+class _Duck:
+    """An observer by its methods only (no ``abc.ObserverBase``): reactivex accepts one."""
+
+    def __init__(self, seen: list[Any]) -> None:
+        self.seen = seen
+
+    def on_next(self, value: Any) -> None:
+        self.seen.append(("next", value))
+
+    def on_error(self, error: Exception) -> None:
+        self.seen.append(("error", type(error)))
+
+    def on_completed(self) -> None:
+        self.seen.append(("completed", None))
+
+
+def _subscribe_as(form: str, source: reactivex.Observable[Any], seen: list[Any]) -> None:
+    duck = _Duck(seen)
+    if form == "observer":
+        source.subscribe(reactivex.Observer(duck.on_next, duck.on_error, duck.on_completed))
+    elif form == "duck":
+        source.subscribe(duck)
+    elif form == "callbacks":
+        source.subscribe(duck.on_next, duck.on_error, duck.on_completed)
+    else:
+        source.subscribe(on_next=duck.on_next, on_error=duck.on_error)
+
+
+@pytest.mark.parametrize("form", ["observer", "duck", "callbacks", "keywords"])
+@pytest.mark.parametrize("operator", [rt.assemble, rt.assemble_choices])
+def test_a_fold_takes_an_observer_or_callbacks_as_reactivex_does(form: str, operator: Any) -> None:
+    seen: list[Any] = []
+    _subscribe_as(form, reactivex.from_iterable(CALL).pipe(operator()), seen)
+    assert [kind for kind, _ in seen] == (
+        ["next"] if form == "keywords" else ["next", "completed"]
+    )
+    seen.clear()
+    _subscribe_as(form, reactivex.from_iterable(BAD).pipe(operator()), seen)
+    assert seen == [("error", rt.MalformedChunkError)]
+
+
+def test_a_failed_turn_with_no_on_error_raises_as_reactivex_does() -> None:
+    with pytest.raises(rt.MalformedChunkError):
+        reactivex.from_iterable(BAD).pipe(rt.assemble()).subscribe()
+    with pytest.raises(ConnectionError):
+        reactivex.throw(ConnectionError("cut")).subscribe()  # reactivex's own, for reference
+    reactivex.from_iterable(CALL).pipe(rt.assemble()).subscribe()  # nothing to raise
+
+
+def _pulled_events(pulled: list[int]) -> Any:
+    for at, event in enumerate([*BAD, *[CALL[0]] * 5, CALL[-1]]):
+        pulled.append(at)
+        yield event
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_failed_turn_stops_a_source_on_the_current_thread_at_once(nested: bool) -> None:
+    # The source is subscribed on a running trampoline: its subscription is known before its
+    # first event, so the error disposes of it there, and nothing more is read.
+    pulled: list[int] = []
+    errors: list[Exception] = []
+    turn = reactivex.from_iterable(_pulled_events(pulled)).pipe(rt.assemble())
+    if nested:  # subscribed from inside another subscription's work on the trampoline
+        reactivex.of(0).pipe(ops.flat_map(lambda _: turn)).subscribe(on_error=errors.append)
+    else:
+        turn.subscribe(on_error=errors.append)
+    assert [type(e) for e in errors] == [rt.MalformedChunkError]
+    assert pulled == [0, 1]
+
+
+def test_an_error_while_subscribing_goes_to_on_error_once_or_leaves_as_raised() -> None:
+    def make(_: Any) -> Any:
+        raise ValueError("the stage could not be made")
+
+    operator = fold(make)
+    errors: list[Exception] = []
+    operator(reactivex.from_iterable(CALL)).subscribe(on_error=errors.append)
+    assert [str(e) for e in errors] == ["the stage could not be made"]
+
+    def raising(error: Exception) -> None:
+        errors.append(error)
+        raise KeyError("the subscriber's own")
+
+    errors.clear()
+    with pytest.raises(KeyError):
+        operator(reactivex.from_iterable(CALL)).subscribe(on_error=raising)
+    assert len(errors) == 1
+
+
+def test_a_fold_s_subscription_disposes_of_the_source_and_sends_nothing_after() -> None:
+    subject: Subject[Any] = Subject()
+    seen: list[Any] = []
+    subscription = subject.pipe(rt.assemble()).subscribe(seen.append, seen.append)
+    assert isinstance(subscription, abc.DisposableBase)
+    subject.on_next(CALL[0])
+    with subscription:  # a disposable is a context manager too
+        pass
+    assert not subject.observers
+    subscription.dispose()  # again: nothing left to do
+    subject.on_next(CALL[-1])
+    subject.on_completed()
+    assert seen == []
+
+
+class _Deaf(reactivex.Observable[Any]):
+    """A source whose subscription stops nothing: it keeps the callbacks it was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[Any] = []
+
+    def subscribe(self, *callbacks: Any, scheduler: abc.SchedulerBase | None = None) -> Any:
+        self.held.extend(callbacks)
+        return Disposable()
+
+
+@pytest.mark.parametrize("end", ["completed", "error"])
+def test_nothing_reaches_the_subscriber_after_a_disposal_the_source_ignores(end: str) -> None:
+    source = _Deaf()
+    seen: list[Any] = []
+    subscription = source.pipe(rt.assemble()).subscribe(
+        seen.append, seen.append, lambda: seen.append("completed")
+    )
+    on_next, on_error, on_completed = source.held
+    on_next(CALL[0])
+    subscription.dispose()
+    on_next(CALL[-1])
+    if end == "completed":
+        on_completed()
+    else:
+        on_error(ConnectionError("cut"))
+    assert seen == []
