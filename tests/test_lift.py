@@ -191,7 +191,7 @@ def _subscribe_as(form: str, source: reactivex.Observable[Any], seen: list[Any])
     if form == "observer":
         source.subscribe(reactivex.Observer(duck.on_next, duck.on_error, duck.on_completed))
     elif form == "duck":
-        source.subscribe(duck)
+        source.subscribe(duck)  # type: ignore[arg-type]
     elif form == "callbacks":
         source.subscribe(duck.on_next, duck.on_error, duck.on_completed)
     else:
@@ -203,9 +203,7 @@ def _subscribe_as(form: str, source: reactivex.Observable[Any], seen: list[Any])
 def test_a_fold_takes_an_observer_or_callbacks_as_reactivex_does(form: str, operator: Any) -> None:
     seen: list[Any] = []
     _subscribe_as(form, reactivex.from_iterable(CALL).pipe(operator()), seen)
-    assert [kind for kind, _ in seen] == (
-        ["next"] if form == "keywords" else ["next", "completed"]
-    )
+    assert [kind for kind, _ in seen] == (["next"] if form == "keywords" else ["next", "completed"])
     seen.clear()
     _subscribe_as(form, reactivex.from_iterable(BAD).pipe(operator()), seen)
     assert seen == [("error", rt.MalformedChunkError)]
