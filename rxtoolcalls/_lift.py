@@ -344,11 +344,12 @@ class _Folded(Observable[B]):
     """What ``fold`` returns: its ``subscribe`` hands the subscriber's callbacks to the fold.
 
     ``Observable.subscribe`` puts an ``AutoDetachObserver`` in front of every subscriber: it
-    ignores what comes after an error or the completion, and disposes of the subscription
-    then. A fold does both itself (``_Folding``), so this ``subscribe`` keeps the rest of
-    ``Observable.subscribe`` (an observer or callbacks, the current thread's trampoline, an
-    error of the subscription itself sent to ``on_error``) without that layer, a third of
-    what subscribing through a fold costs over subscribing to its source.
+    ignores what comes after an error, the completion or a disposal, and disposes of the
+    subscription at the end. ``_Folding`` does the same for the one value a fold sends, so
+    this ``subscribe`` keeps the rest of ``Observable.subscribe`` (an observer or callbacks,
+    the current thread's trampoline, an error of the subscription itself sent to
+    ``on_error``) without that layer: a third of what subscribing through a fold costs over
+    subscribing to its source.
     """
 
     def __init__(self, source: Observable[A], make: Callable[[Fail], Fold[A, B]]) -> None:
@@ -359,8 +360,9 @@ class _Folded(Observable[B]):
     def _subscribe_core(
         self, observer: abc.ObserverBase[B], scheduler: abc.SchedulerBase | None = None
     ) -> abc.DisposableBase:
+        # Reached only through Observable.subscribe called on this class explicitly.
         run = _Folding(observer.on_next, observer.on_error, observer.on_completed)
-        run.start(self._source, self._make, scheduler)
+        run._start(self._source, self._make, scheduler)
         return run
 
     def subscribe(
@@ -371,7 +373,12 @@ class _Folded(Observable[B]):
         *,
         scheduler: abc.SchedulerBase | None = None,
     ) -> abc.DisposableBase:
-        """Subscribe an observer, or callbacks, as ``Observable.subscribe`` does."""
+        """Subscribe an observer, or callbacks, as ``Observable.subscribe`` does.
+
+        One difference, as ``lift`` documents it: an exception of the subscriber's own
+        callbacks always leaves as raised, even from a source that sends everything inside
+        its ``subscribe`` (reactivex would pass it to ``on_error``).
+        """
         # Which of the two was given, decided as Observable.subscribe decides it.
         if isinstance(on_next, abc.ObserverBase) or (
             hasattr(on_next, "on_next") and callable(on_next.on_next)  # type: ignore[union-attr]
@@ -393,9 +400,9 @@ class _Folded(Observable[B]):
         trampoline = CurrentThreadScheduler.singleton()
         parts = (self._source, self._make, scheduler)
         if trampoline.schedule_required():
-            trampoline.schedule(run.begin, parts)
+            trampoline.schedule(run._begin, parts)
         else:
-            run.begin(trampoline, parts)
+            run._begin(trampoline, parts)
         return run
 
 
@@ -411,9 +418,17 @@ def _raise(error: Exception) -> None:
 
 
 class _Folding(abc.DisposableBase):
-    """One subscription of a fold: the subscriber's callbacks, and whether it has stopped."""
+    """One subscription of a fold, and what its subscriber holds to dispose of it."""
 
-    __slots__ = ("_last", "_on_completed", "_on_error", "_on_next", "_stopped", "_upstream")
+    __slots__ = (
+        "_disposed",
+        "_last",
+        "_on_completed",
+        "_on_error",
+        "_on_next",
+        "_stopped",
+        "_upstream",
+    )
 
     def __init__(
         self,
@@ -426,29 +441,36 @@ class _Folding(abc.DisposableBase):
         self._on_completed = on_completed
         self._upstream = _Upstream()
         self._stopped = False
+        self._disposed = False
         self._last: Callable[[], Any] | None = None
 
-    def begin(self, _: abc.SchedulerBase, parts: _Start | None) -> None:
+    @property
+    def is_disposed(self) -> bool:
+        """Whether ``dispose`` was called (as reactivex's ``Disposable`` tells)."""
+        return self._disposed
+
+    def _begin(self, _: abc.SchedulerBase, parts: _Start | None) -> None:
         """Start on the trampoline; an error of the start itself goes to ``on_error``."""
         try:
-            self.start(*cast("_Start", parts))
+            self._start(*cast("_Start", parts))
         except Exception as error:
-            # As reactivex's observer does: sent once, and raised when something was sent.
+            # As reactivex's observer does: sent to on_error unless the subscription has
+            # stopped already (then it is the subscriber's own, or came after a disposal).
             if self._stopped:
                 raise
-            self.fail(error)
+            self._fail(error)
 
-    def start(
+    def _start(
         self,
         source: Observable[Any],
         make: Callable[[Fail], Fold[Any, Any]],
         scheduler: abc.SchedulerBase | None,
     ) -> None:
         """Make the stage and subscribe it to ``source``."""
-        on_next, self._last = make(self.fail)
+        on_next, self._last = make(self._fail)
         _subscribe(source, self._upstream, on_next, self._failed, self._completed, scheduler)
 
-    def fail(self, error: Exception) -> None:
+    def _fail(self, error: Exception) -> None:
         """Send ``error`` downstream once, and stop (the source is disposed of)."""
         if self._stopped:
             return
@@ -462,7 +484,7 @@ class _Folding(abc.DisposableBase):
             self._upstream.dispose()
 
     def _failed(self, error: Exception) -> None:
-        self.fail(interrupted(error))
+        self._fail(interrupted(error))
 
     def _completed(self) -> None:
         if self._stopped:
@@ -480,7 +502,7 @@ class _Folding(abc.DisposableBase):
             # nothing chained to it. Then dropped: the error's traceback holds this frame,
             # which would hold the error (a cycle, with the whole turn).
             try:
-                self.fail(failed)
+                self._fail(failed)
             finally:
                 failed = None
             return
@@ -488,7 +510,9 @@ class _Folding(abc.DisposableBase):
         self._upstream.release()
         try:
             self._on_next(value)
-            self._on_completed()
+            # A subscriber may dispose of it from on_next (``take(1)``, ``first()``).
+            if not self._disposed:
+                self._on_completed()
         except BaseException:
             # The subscriber's own: nothing runs after it, and it leaves as raised.
             self._upstream.dispose()
@@ -496,6 +520,6 @@ class _Folding(abc.DisposableBase):
 
     def dispose(self) -> None:
         """Stop: nothing more is sent, and the source is disposed of."""
-        self._stopped = True
+        self._disposed = self._stopped = True
         self._last = None
         self._upstream.dispose()

@@ -300,3 +300,49 @@ def test_nothing_reaches_the_subscriber_after_a_disposal_the_source_ignores(end:
     else:
         on_error(ConnectionError("cut"))
     assert seen == []
+
+
+def test_a_disposal_from_on_next_ends_the_subscription_there() -> None:
+    # first() disposes of the chain from its on_next: the completion that follows is dropped.
+    seen: list[str] = []
+    turn = reactivex.from_iterable(CALL).pipe(
+        rt.assemble(), ops.do_action(on_completed=lambda: seen.append("completed")), ops.first()
+    )
+    assert [c.name for c in turn.run().tool_calls] == ["get_weather"]
+    assert seen == []
+    # A shared turn read twice with first(): each subscription gets the turn.
+    shared = reactivex.from_iterable(CALL).pipe(rt.assemble(), ops.share())
+    for _ in range(2):
+        assert [c.name for c in shared.pipe(ops.first()).run().tool_calls] == ["get_weather"]
+
+
+def test_disposing_from_on_next_directly_drops_the_completion() -> None:
+    subject: Subject[Any] = Subject()
+    seen: list[str] = []
+    held: list[abc.DisposableBase] = []
+
+    def on_next(_: Any) -> None:
+        seen.append("next")
+        held[0].dispose()
+
+    held.append(
+        subject.pipe(rt.assemble()).subscribe(on_next, on_completed=lambda: seen.append("c"))
+    )
+    assert not held[0].is_disposed  # type: ignore[attr-defined]
+    for event in CALL:
+        subject.on_next(event)
+    subject.on_completed()
+    assert seen == ["next"]
+    assert held[0].is_disposed  # type: ignore[attr-defined]
+
+
+def test_the_subscriber_s_own_exception_leaves_as_raised_from_a_source_inside_subscribe() -> None:
+    # reactivex would hand it to on_error; a fold never does (see lift's contract).
+    errors: list[Exception] = []
+
+    def explode(_: Any) -> None:
+        raise KeyError("the subscriber's own")
+
+    with pytest.raises(KeyError):
+        synchronous(CALL).pipe(rt.assemble()).subscribe(explode, errors.append)
+    assert errors == []
