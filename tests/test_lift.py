@@ -305,9 +305,11 @@ def test_nothing_reaches_the_subscriber_after_a_disposal_the_source_ignores(end:
 def test_a_disposal_from_on_next_ends_the_subscription_there() -> None:
     # first() disposes of the chain from its on_next: the completion that follows is dropped.
     seen: list[str] = []
-    turn = reactivex.from_iterable(CALL).pipe(
-        rt.assemble(), ops.do_action(on_completed=lambda: seen.append("completed")), ops.first()
+    turns: reactivex.Observable[rt.AssistantTurn] = reactivex.from_iterable(CALL).pipe(
+        rt.assemble()
     )
+    noted = turns.pipe(ops.do_action(on_completed=lambda: seen.append("completed")))
+    turn = noted.pipe(ops.first())
     assert [c.name for c in turn.run().tool_calls] == ["get_weather"]
     assert seen == []
     # A shared turn read twice with first(): each subscription gets the turn.
