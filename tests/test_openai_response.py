@@ -30,6 +30,7 @@ from tests.test_sdk_wires import (
     open_sockets,
     result,
     settle,
+    sockets_before,
 )
 from tests.wire_builders import load_wire, load_wire_lines, sse_bytes, wire_fixture_names
 
@@ -351,7 +352,7 @@ def test_dispose_on_a_silent_server_frees_the_socket_and_the_reader(wire: str, f
     # shutting the socket down ends the blocked read in time.
     with ReplayServer([events], delay=SILENT) as server:
         threads = set(threading.enumerate())
-        sockets = open_sockets()
+        sockets = sockets_before()
         client = gpt(server)
         if wire == "chat":
             manager = client.chat.completions.with_streaming_response.create(**ASK, stream=True)
@@ -390,7 +391,7 @@ def test_dispose_on_a_silent_server_frees_the_socket_and_the_reader(wire: str, f
 @needs_proc
 def test_take_on_the_reading_thread_frees_the_socket() -> None:
     with ReplayServer([PARALLEL], delay=SILENT) as server:
-        sockets = open_sockets()
+        sockets = sockets_before()
         manager = gpt(server).chat.completions.with_streaming_response.create(**ASK, stream=True)
         # take(1) disposes from inside on_next, on the thread blocked reading a moment later.
         first = rt.from_openai_response(manager).pipe(ops.take(1), ops.to_list()).run()
@@ -436,7 +437,7 @@ def test_dispose_over_mock_transport_closes_the_body() -> None:
 @pytest.mark.parametrize("form", ["manager", "entered"])
 def test_async_dispose_frees_the_socket(form: str) -> None:
     async def main(server: ReplayServer) -> tuple[int, int, int, list[str], bool]:
-        sockets = open_sockets()
+        sockets = sockets_before()
         aclient = async_gpt(server)
         manager = aclient.chat.completions.with_streaming_response.create(**ASK, stream=True)
         entered = await manager.__aenter__() if form == "entered" else None

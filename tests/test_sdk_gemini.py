@@ -17,7 +17,13 @@ from reactivex import operators as ops
 
 import rxtoolcalls as rt
 from rxtoolcalls.serve import ReplayServer
-from tests.test_sdk_wires import dispose_after_first, needs_proc, open_sockets, settle
+from tests.test_sdk_wires import (
+    dispose_after_first,
+    needs_proc,
+    open_sockets,
+    settle,
+    sockets_before,
+)
 from tests.wire_builders import load_wire, wire_fixture_names
 
 genai = pytest.importorskip("google.genai")
@@ -111,7 +117,7 @@ def long_stream() -> list[dict[str, Any]]:
 def test_dispose_mid_stream_closes_the_connection() -> None:
     with ReplayServer([long_stream()], delay=PACE) as server:
         chunks = stream(server)
-        sockets = open_sockets()
+        sockets = sockets_before()
         seen = rt.from_gemini_stream(chunks).pipe(ops.take(1), ops.to_list()).run()
         assert len(seen) == 1
         assert settle(lambda: open_sockets() == sockets), "a socket outlived the dispose"
@@ -122,7 +128,7 @@ def test_dispose_mid_stream_closes_the_connection() -> None:
 def test_async_dispose_mid_stream_closes_the_connection() -> None:
     async def main(server: ReplayServer) -> tuple[int, int, int, list[str]]:
         aio = client(server).aio
-        sockets = open_sockets()
+        sockets = sockets_before()
         source = rt.from_async_gemini_stream(
             aio.models.generate_content_stream(model=MODEL, contents="hi")
         )

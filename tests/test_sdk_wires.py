@@ -173,6 +173,25 @@ SILENCE = 2.0  # seconds the server waits after the first event (then it sees th
 QUICK = 1.5  # seconds within which a dispose frees the client's end (measured: milliseconds)
 
 
+def sockets_before() -> int:
+    """Sockets open once what earlier tests left is gone: the count a test starts from.
+
+    An SDK client nobody closed closes its socket only when it is collected, and a server of
+    an earlier test may still be closing its end in its thread: either, in the middle of the
+    next test, would change its count. So: collect, then wait until the count holds 0.1 s.
+    """
+    gc.collect()
+    count = open_sockets()
+    deadline = time.monotonic() + BOUND
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = open_sockets()
+        if now == count:
+            break
+        count = now
+    return count
+
+
 def open_sockets() -> int:
     return sum(
         1 for fd in os.listdir("/proc/self/fd") if _is_socket(os.path.join("/proc/self/fd", fd))
@@ -266,7 +285,7 @@ def test_dispose_mid_stream_frees_the_socket_and_the_reader(
     # only shutting the socket down frees both before it speaks again.
     with ReplayServer([events], delay=SILENCE) as server:
         threads = set(threading.enumerate())
-        sockets = open_sockets()
+        sockets = sockets_before()
 
         def on_next(event: Any) -> None:
             seen.append(event)
@@ -294,7 +313,7 @@ def test_dispose_mid_stream_frees_the_socket_and_the_reader(
 @pytest.mark.parametrize("kind", ["create", "manager", "message-stream", "responses"])
 def test_async_dispose_mid_stream_frees_the_socket(kind: str) -> None:
     async def main(server: ReplayServer) -> tuple[int, int, int, list[str]]:
-        sockets = open_sockets()
+        sockets = sockets_before()
         claude_client = async_claude(server)
         gpt_client = openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
         if kind == "create":
