@@ -345,7 +345,8 @@ class _Folded(Observable[B]):
 
     ``Observable.subscribe`` puts an ``AutoDetachObserver`` in front of every subscriber: it
     ignores what comes after an error, the completion or a disposal, and disposes of the
-    subscription at the end. ``_Folding`` does the same for the one value a fold sends, so
+    subscription at the end. ``_Folding`` does the same for the one value a fold sends (a
+    disposal from another thread is seen up to the moment the value is sent, as there), so
     this ``subscribe`` keeps the rest of ``Observable.subscribe`` (an observer or callbacks,
     the current thread's trampoline, an error of the subscription itself sent to
     ``on_error``) without that layer: a third of what subscribing through a fold costs over
@@ -376,7 +377,7 @@ class _Folded(Observable[B]):
         """Subscribe an observer, or callbacks, as ``Observable.subscribe`` does.
 
         One difference, as ``lift`` documents it: an exception of the subscriber's own
-        callbacks always leaves as raised, even from a source that sends everything inside
+        ``on_next`` always leaves as raised, even from a source that sends everything inside
         its ``subscribe`` (reactivex would pass it to ``on_error``).
         """
         # Which of the two was given, decided as Observable.subscribe decides it.
@@ -491,8 +492,10 @@ class _Folding(abc.DisposableBase):
             return
         last = self._last
         self._last = None
+        if last is None:
+            return  # disposed of from another thread since the test above
         try:
-            value = last() if last is not None else None
+            value = last()
         except Exception as error:  # noqa: BLE001 - the stage's own: routed to on_error
             failed: Exception | None = error
         else:
@@ -506,6 +509,8 @@ class _Folding(abc.DisposableBase):
             finally:
                 failed = None
             return
+        if self._disposed:
+            return  # disposed of from another thread while the turn was built
         self._stopped = True
         self._upstream.release()
         try:

@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import gc
 import pickle
+import threading
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from rxtoolcalls._lift import _Upstream, fold
 from rxtoolcalls._types import _direct, new_tool_call, new_turn
 from tests.helpers import call_open, choice
 
+BOUND = 5.0  # seconds; each wait ends in microseconds
 CALL = [call_open(0, "call_1", "get_weather", '{"city": "Paris"}'), choice({}, "tool_calls")]
 
 
@@ -348,3 +350,28 @@ def test_the_subscriber_s_own_exception_leaves_as_raised_from_a_source_inside_su
     with pytest.raises(KeyError):
         synchronous(CALL).pipe(rt.assemble()).subscribe(explode, errors.append)
     assert errors == []
+
+
+def test_a_disposal_from_another_thread_while_the_turn_is_built_sends_nothing() -> None:
+    inside, go = threading.Event(), threading.Event()
+
+    def make(_: Any) -> Any:
+        def last() -> str:
+            inside.set()
+            go.wait(BOUND)
+            return "turn"
+
+        return (lambda _: None), last
+
+    subject: Subject[Any] = Subject()
+    seen: list[Any] = []
+    subscription = fold(make)(subject).subscribe(
+        seen.append, seen.append, lambda: seen.append("completed")
+    )
+    ending = threading.Thread(target=subject.on_completed)
+    ending.start()
+    assert inside.wait(BOUND)
+    subscription.dispose()
+    go.set()
+    ending.join(BOUND)
+    assert seen == []
