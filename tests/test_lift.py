@@ -375,3 +375,16 @@ def test_a_disposal_from_another_thread_while_the_turn_is_built_sends_nothing() 
     go.set()
     ending.join(BOUND)
     assert seen == []
+
+
+def test_observable_subscribe_called_on_a_fold_explicitly_reaches_the_same_fold() -> None:
+    # reactivex's own subscribe ends in _subscribe_core: the same turn, or the same error.
+    seen: list[Any] = []
+    folded = reactivex.from_iterable(CALL).pipe(rt.assemble())
+    reactivex.Observable.subscribe(folded, seen.append, seen.append, lambda: seen.append("c"))
+    assert [type(v).__name__ for v in seen] == ["AssistantTurn", "str"]
+    assert [c.name for c in seen[0].tool_calls] == ["get_weather"]
+    seen.clear()
+    failing = reactivex.from_iterable(BAD).pipe(rt.assemble())
+    reactivex.Observable.subscribe(failing, seen.append, seen.append, lambda: seen.append("c"))
+    assert [type(v) for v in seen] == [rt.MalformedChunkError]
