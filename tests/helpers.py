@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -163,3 +164,16 @@ class Script:
         self.seen.append(messages)
         turn = self.turns[min(len(self.seen) - 1, len(self.turns) - 1)]
         return turn if isinstance(turn, reactivex.Observable) else reactivex.from_iterable(turn)
+
+
+def open_sockets() -> frozenset[str]:
+    """This process's open sockets, named as /proc names them (``socket:[inode]``)."""
+    names = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            name = os.readlink(os.path.join("/proc/self/fd", fd))
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+        if name.startswith("socket:"):
+            names.add(name)
+    return frozenset(names)

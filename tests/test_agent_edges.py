@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import threading
 import time
 import warnings
@@ -23,7 +22,7 @@ import rxtoolcalls as rt
 from rxtoolcalls.agent import final_conversation
 from rxtoolcalls.serve import ReplayServer
 from rxtoolcalls.sources import from_async_iterable
-from tests.helpers import Script, answer, call_open, content, tool_turn
+from tests.helpers import Script, answer, call_open, content, open_sockets, tool_turn
 
 openai = pytest.importorskip("openai")
 
@@ -592,18 +591,11 @@ def test_fuzz_one_ending_and_each_call_at_most_once(seed: int) -> None:
     _fuzz_case(seed)
 
 
-def _sockets() -> int:
-    """Open sockets of this process (the server's and the clients'), from /proc."""
-    fds = Path("/proc/self/fd")
-    if not fds.exists():
+def _sockets() -> frozenset[str]:
+    """Open sockets of this process (the server's and the clients')."""
+    if not Path("/proc/self/fd").exists():
         pytest.skip("counting sockets needs /proc")
-    count = 0
-    for fd in fds.iterdir():
-        try:
-            count += os.readlink(fd).startswith("socket:")
-        except OSError:
-            continue  # closed while listing
-    return count
+    return open_sockets()
 
 
 def _threads() -> set[threading.Thread]:
@@ -642,13 +634,13 @@ def test_dispose_at_random_moments_leaves_no_thread() -> None:
                 for t in _threads() - before
                 if "process_request" not in t.name and t is not threading.current_thread()
             }
-            sockets = _sockets()
-            if not left and sockets <= sockets_before:
+            sockets = _sockets() - sockets_before
+            if not left and not sockets:
                 break
             time.sleep(0.05)
     assert tool.runs <= 1
     assert left == set()
-    assert sockets <= sockets_before  # every connection a loop opened is closed again
+    assert sockets == frozenset()  # every connection a loop opened is closed again
 
 
 @pytest.mark.parametrize("how", ["new-thread", "subscribe-on-pool"])

@@ -27,7 +27,7 @@ from tests.test_sdk_wires import (
     BOUND,
     dispose_after_first,
     needs_proc,
-    open_sockets,
+    new_sockets,
     result,
     settle,
     sockets_before,
@@ -374,9 +374,9 @@ def test_dispose_on_a_silent_server_frees_the_socket_and_the_reader(wire: str, f
             scheduler=NewThreadScheduler(),
         )
         assert got.wait(BOUND)
-        assert open_sockets() == sockets + 2  # the stream's two ends, while it runs
+        assert new_sockets(sockets) == 2  # the stream's two ends, while it runs
         stop.on_next(None)  # take_until completes and disposes the source, from this thread
-        assert settle(lambda: open_sockets() == sockets), "a socket outlived the dispose"
+        assert settle(lambda: not new_sockets(sockets)), "a socket outlived the dispose"
         assert settle(lambda: server.disconnects == 1)
         assert settle(lambda: set(threading.enumerate()) <= threads), "a thread outlived it"
         subscription.dispose()
@@ -393,9 +393,16 @@ def test_take_on_the_reading_thread_frees_the_socket() -> None:
     with ReplayServer([PARALLEL], delay=SILENT) as server:
         sockets = sockets_before()
         manager = gpt(server).chat.completions.with_streaming_response.create(**ASK, stream=True)
+        during: list[int] = []
         # take(1) disposes from inside on_next, on the thread blocked reading a moment later.
-        first = rt.from_openai_response(manager).pipe(ops.take(1), ops.to_list()).run()
-        assert settle(lambda: open_sockets() == sockets)
+        first = (
+            rt.from_openai_response(manager)
+            .pipe(ops.do_action(lambda _: during.append(new_sockets(sockets))), ops.take(1))
+            .pipe(ops.to_list())
+            .run()
+        )
+        assert during == [2]  # the stream's two ends, while it runs
+        assert settle(lambda: not new_sockets(sockets))
         assert settle(lambda: server.disconnects == 1)
     assert first == PARALLEL[:1]
 
@@ -436,7 +443,7 @@ def test_dispose_over_mock_transport_closes_the_body() -> None:
 @needs_proc
 @pytest.mark.parametrize("form", ["manager", "entered"])
 def test_async_dispose_frees_the_socket(form: str) -> None:
-    async def main(server: ReplayServer) -> tuple[int, int, int, list[str], bool]:
+    async def main(server: ReplayServer) -> tuple[int, int, list[str], bool]:
         sockets = sockets_before()
         aclient = async_gpt(server)
         manager = aclient.chat.completions.with_streaming_response.create(**ASK, stream=True)
@@ -445,13 +452,13 @@ def test_async_dispose_frees_the_socket(form: str) -> None:
         during, after, notes = await dispose_after_first(source, sockets)
         closed = entered.is_closed if entered is not None else True
         await aclient.close()
-        return sockets, during, after, notes, closed
+        return during, after, notes, closed
 
     with ReplayServer([PARALLEL], delay=SILENT) as server:
-        sockets, during, after, notes, closed = asyncio.run(main(server))
+        during, after, notes, closed = asyncio.run(main(server))
         assert settle(lambda: server.disconnects == 1), "the server never saw the close"
-    assert during == sockets + 2
-    assert after == sockets
+    assert during == 2
+    assert after == 0
     assert closed
     assert notes == []
 

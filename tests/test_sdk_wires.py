@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from reactivex.scheduler import NewThreadScheduler
 
 import rxtoolcalls as rt
 from rxtoolcalls.serve import ReplayServer
-from tests.helpers import load_fixture
+from tests.helpers import load_fixture, open_sockets
 from tests.wire_builders import (
     a_end,
     a_piece,
@@ -173,36 +172,19 @@ SILENCE = 2.0  # seconds the server waits after the first event (then it sees th
 QUICK = 1.5  # seconds within which a dispose frees the client's end (measured: milliseconds)
 
 
-def sockets_before() -> int:
-    """Sockets open once what earlier tests left is gone: the count a test starts from.
+def sockets_before() -> frozenset[str]:
+    """The sockets open before a test opens its own, once what earlier tests left is collected.
 
-    An SDK client nobody closed closes its socket only when it is collected, and a server of
-    an earlier test may still be closing its end in its thread: either, in the middle of the
-    next test, would change its count. So: collect, then wait until the count holds 0.1 s.
+    A test then looks only at the sockets that are new since (``new_sockets``): an earlier
+    test's socket that closes in the middle of this one changes nothing it checks.
     """
     gc.collect()
-    count = open_sockets()
-    deadline = time.monotonic() + BOUND
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
-        now = open_sockets()
-        if now == count:
-            break
-        count = now
-    return count
+    return open_sockets()
 
 
-def open_sockets() -> int:
-    return sum(
-        1 for fd in os.listdir("/proc/self/fd") if _is_socket(os.path.join("/proc/self/fd", fd))
-    )
-
-
-def _is_socket(path: str) -> bool:
-    try:
-        return stat.S_ISSOCK(os.stat(path).st_mode)
-    except OSError:  # the listing's own descriptor, closed by now
-        return False
+def new_sockets(before: frozenset[str]) -> int:
+    """How many sockets are open now that were not open in ``before``."""
+    return len(open_sockets() - before)
 
 
 def settle(done: Callable[[], bool]) -> bool:
@@ -218,22 +200,22 @@ needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="coun
 
 
 async def dispose_after_first(
-    source: reactivex.Observable[Any], sockets: int
+    source: reactivex.Observable[Any], sockets: frozenset[str]
 ) -> tuple[int, int, list[str]]:
-    """Dispose ``source`` once its first event arrives; (sockets then, sockets after the
-    socket count settles back to ``sockets`` or BOUND passes, terminal notifications seen)."""
+    """Dispose ``source`` once its first event arrives; (sockets new since ``sockets`` then,
+    the same once none is left or BOUND passes, terminal notifications seen)."""
     got = asyncio.Event()
     notes: list[str] = []
     subscription = source.pipe(ops.do_action(lambda _: got.set())).subscribe(
         on_error=lambda _: notes.append("error"), on_completed=lambda: notes.append("done")
     )
     await asyncio.wait_for(got.wait(), BOUND)
-    during = open_sockets()
+    during = new_sockets(sockets)
     subscription.dispose()
     deadline = time.monotonic() + BOUND
-    while open_sockets() != sockets and time.monotonic() < deadline:
+    while new_sockets(sockets) and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
-    return during, open_sockets(), notes
+    return during, new_sockets(sockets), notes
 
 
 SyncOpener = Callable[[ReplayServer], reactivex.Observable[Any]]
@@ -298,10 +280,10 @@ def test_dispose_mid_stream_frees_the_socket_and_the_reader(
             scheduler=NewThreadScheduler(),
         )
         assert got.wait(BOUND)
-        assert open_sockets() == sockets + 2  # the stream's two ends, while it runs
+        assert new_sockets(sockets) == 2  # the stream's two ends, while it runs
         disposed = time.monotonic()
         subscription.dispose()
-        assert settle(lambda: open_sockets() == sockets), "a socket outlived the dispose"
+        assert settle(lambda: not new_sockets(sockets)), "a socket outlived the dispose"
         assert time.monotonic() - disposed < QUICK, "the close waited for the server's next event"
         assert server.disconnects == 1
         assert settle(lambda: set(threading.enumerate()) <= threads), "a thread outlived it"
@@ -312,7 +294,7 @@ def test_dispose_mid_stream_frees_the_socket_and_the_reader(
 @needs_proc
 @pytest.mark.parametrize("kind", ["create", "manager", "message-stream", "responses"])
 def test_async_dispose_mid_stream_frees_the_socket(kind: str) -> None:
-    async def main(server: ReplayServer) -> tuple[int, int, int, list[str]]:
+    async def main(server: ReplayServer) -> tuple[int, int, list[str]]:
         sockets = sockets_before()
         claude_client = async_claude(server)
         gpt_client = openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
@@ -331,14 +313,14 @@ def test_async_dispose_mid_stream_frees_the_socket(kind: str) -> None:
         during, after, notes = await dispose_after_first(source, sockets)
         await claude_client.close()
         await gpt_client.close()
-        return sockets, during, after, notes
+        return during, after, notes
 
     events = LONG_RESPONSES if kind == "responses" else LONG_ANTHROPIC
     with ReplayServer([events], delay=PACE) as server:
-        sockets, during, after, notes = asyncio.run(main(server))
+        during, after, notes = asyncio.run(main(server))
         assert settle(lambda: server.disconnects == 1), "the server never saw the close"
-    assert during > sockets
-    assert after == sockets
+    assert during > 0
+    assert after == 0
     assert notes == []
 
 
