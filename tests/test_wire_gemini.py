@@ -918,7 +918,7 @@ def test_a_re_streamed_turn_never_runs_again_the_calls_gemini_sent_without_ids()
     )
     finished = [e for e in events if isinstance(e, rt.ToolCallFinished)]
     assert streams == 4
-    assert ran == ["Paris", "Paris", "Rome"]
+    assert sorted(ran) == ["Paris", "Paris", "Rome"]  # a turn's calls run concurrently
     assert [(f.call.name, f.reused) for f in finished] == [("weather", False)] * 3 + [
         ("weather", True)
     ] * 3
