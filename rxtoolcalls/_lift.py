@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from reactivex import Observable, abc
+from reactivex.observer import AutoDetachObserver
 from reactivex.scheduler import CurrentThreadScheduler
 
 from ._errors import RETRY_HINT, StreamInterruptedError, ToolCallStreamError, clip
@@ -79,7 +80,9 @@ class _Guarded(abc.ObserverBase[B]):
 
     __slots__ = ("_observer", "_raised")
 
-    def __init__(self, observer: abc.ObserverBase[B], raised: Callable[[], None]) -> None:
+    def __init__(
+        self, observer: abc.ObserverBase[B], raised: Callable[[BaseException], None]
+    ) -> None:
         self._observer = observer
         self._raised = raised
 
@@ -87,21 +90,21 @@ class _Guarded(abc.ObserverBase[B]):
         try:
             self._observer.on_next(value)
         except Exception as error:  # noqa: BLE001 - the subscriber's own: carried up as raised
-            self._raised()
+            self._raised(error)
             raise SubscriberRaised(error) from None
 
     def on_error(self, error: Exception) -> None:
         try:
             self._observer.on_error(error)
         except Exception as own:  # noqa: BLE001 - the subscriber's own: carried up as raised
-            self._raised()
+            self._raised(own)
             raise SubscriberRaised(own) from None
 
     def on_completed(self) -> None:
         try:
             self._observer.on_completed()
         except Exception as error:  # noqa: BLE001 - the subscriber's own: carried up as raised
-            self._raised()
+            self._raised(error)
             raise SubscriberRaised(error) from None
 
 
@@ -187,8 +190,10 @@ def lift(
     ``on_completed`` of the downstream observer) is not the stream's: it is never retried,
     re-typed or sent to ``on_error``; the subscription stops, the source is disposed, nothing
     runs after it, and it propagates to whoever delivered the notification (the caller of
-    ``subscribe()``, or the scheduler) exactly as raised. A ``direct`` stage must not call the
-    observer from ``on_next``.
+    ``subscribe()``, or the scheduler) exactly as raised. So does a stream error with no
+    ``on_error`` to take it. A source that sends inside its own ``subscribe`` and hands what
+    escaped back to ``on_error`` (``reactivex.create``) gets it raised again, never dropped.
+    A ``direct`` stage must not call the observer from ``on_next``.
     """
 
     def operator(source: Observable[A]) -> Observable[B]:
@@ -197,10 +202,21 @@ def lift(
         ) -> abc.DisposableBase:
             upstream = _Upstream()
             stopped = False
+            # While the source is being subscribed: what left to the subscriber. A source that
+            # sends inside its own subscribe (reactivex.create) catches it there and hands it
+            # back to on_error, where it must go on as raised, not be dropped as a late error.
+            subscribing = True
+            escaped: BaseException | None = None
 
-            def raised() -> None:
-                nonlocal stopped
+            def raised(error: BaseException) -> None:
+                nonlocal stopped, escaped
                 stopped = True
+                if subscribing:
+                    escaped = error
+                    if isinstance(observer, AutoDetachObserver):
+                        # Handed back there too, reactivex's observer in front of the
+                        # subscriber would send it to on_error: it stops, as we have.
+                        observer.is_stopped = True
                 upstream.dispose()
 
             guarded = _Guarded(observer, raised)
@@ -215,6 +231,9 @@ def lift(
                         stage.on_error(error)
                     # Not guarded: an exception of the subscriber's on_error leaves as it is.
                     observer.on_error(error)
+                except BaseException as own:
+                    raised(own)
+                    raise
                 finally:
                     upstream.dispose()
                     _release(stage)
@@ -223,13 +242,15 @@ def lift(
             step = stage.on_next
 
             def on_source_error(error: Exception) -> None:
+                if error is escaped:
+                    raise error  # handed back by the source's subscribe: see ``escaped``
                 own: BaseException | None = None
                 try:
                     fail(interrupted(error))
                 except SubscriberRaised as carried:
                     own = carried.error
                 if own is not None:
-                    raised()
+                    raised(own)
                     raise own
 
             def subscribers_own(error: Exception) -> BaseException | None:
@@ -258,7 +279,7 @@ def lift(
                 stopped = True
                 _release(stage)
                 if own is not None:
-                    raised()
+                    raised(own)
                     raise own
 
             # Only the callbacks this stage uses are made (one subscription per turn).
@@ -277,7 +298,7 @@ def lift(
                     else:
                         return
                     if own is not None:
-                        raised()
+                        raised(own)
                         # Outside the handler: the subscriber's exception leaves as it was raised.
                         raise own
 
@@ -292,7 +313,7 @@ def lift(
                         own = carried.error
                     else:
                         return
-                    raised()
+                    raised(own)
                     raise own
 
                 pending = stage.pending
@@ -311,9 +332,13 @@ def lift(
                 subscribed = on_next_emitting
             else:
                 subscribed = step
-            return _subscribe(
-                source, upstream, subscribed, on_source_error, on_completed, scheduler
-            )
+            try:
+                return _subscribe(
+                    source, upstream, subscribed, on_source_error, on_completed, scheduler
+                )
+            finally:
+                subscribing = False
+                escaped = None
 
         return Observable(subscribe)
 
@@ -423,10 +448,12 @@ class _Folding(abc.DisposableBase):
 
     __slots__ = (
         "_disposed",
+        "_escaped",
         "_last",
         "_on_completed",
         "_on_error",
         "_on_next",
+        "_starting",
         "_stopped",
         "_upstream",
     )
@@ -444,6 +471,9 @@ class _Folding(abc.DisposableBase):
         self._stopped = False
         self._disposed = False
         self._last: Callable[[], Any] | None = None
+        # While the source is being subscribed: what left to the subscriber (see ``lift``).
+        self._starting = False
+        self._escaped: BaseException | None = None
 
     @property
     def is_disposed(self) -> bool:
@@ -469,7 +499,17 @@ class _Folding(abc.DisposableBase):
     ) -> None:
         """Make the stage and subscribe it to ``source``."""
         on_next, self._last = make(self._fail)
-        _subscribe(source, self._upstream, on_next, self._failed, self._completed, scheduler)
+        self._starting = True
+        try:
+            _subscribe(source, self._upstream, on_next, self._failed, self._completed, scheduler)
+        finally:
+            self._starting = False
+            self._escaped = None
+
+    def _escaping(self, error: BaseException) -> None:
+        """``error`` leaves to the subscriber: kept while the source is being subscribed."""
+        if self._starting:
+            self._escaped = error
 
     def _fail(self, error: Exception) -> None:
         """Send ``error`` downstream once, and stop (the source is disposed of)."""
@@ -481,10 +521,17 @@ class _Folding(abc.DisposableBase):
         try:
             # An exception of the subscriber's on_error leaves as it is.
             self._on_error(error)
+        except BaseException as own:
+            self._escaping(own)
+            raise
         finally:
             self._upstream.dispose()
 
     def _failed(self, error: Exception) -> None:
+        if error is self._escaped:
+            # A source that sends inside its own subscribe (reactivex.create) caught what left
+            # to the subscriber and hands it back: it goes on as raised.
+            raise error
         self._fail(interrupted(error))
 
     def _completed(self) -> None:
@@ -518,8 +565,9 @@ class _Folding(abc.DisposableBase):
             # A subscriber may dispose of it from on_next (``take(1)``, ``first()``).
             if not self._disposed:
                 self._on_completed()
-        except BaseException:
+        except BaseException as own:
             # The subscriber's own: nothing runs after it, and it leaves as raised.
+            self._escaping(own)
             self._upstream.dispose()
             raise
 

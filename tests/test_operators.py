@@ -9,6 +9,7 @@ import pytest
 import reactivex
 from reactivex import Observable
 from reactivex import operators as ops
+from reactivex.disposable import Disposable
 from reactivex.notification import OnError, OnNext
 from reactivex.testing import ReactiveTest, TestScheduler
 from reactivex.testing.marbles import marbles_testing
@@ -283,6 +284,95 @@ def test_a_raising_on_error_propagates_as_raised(name: str) -> None:
     assert info.value is boom
     assert len(calls) == 1
     assert isinstance(calls[0], rt.ToolCallStreamError)
+
+
+def _inside_subscribe(chunks: list[Any]) -> Observable[Any]:
+    """A source that sends everything inside its ``subscribe`` (a user's ``reactivex.create``)."""
+
+    def subscribe(observer: Any, _: Any = None) -> Any:
+        for chunk in chunks:
+            observer.on_next(chunk)
+        observer.on_completed()
+        return Disposable()
+
+    return reactivex.create(subscribe)
+
+
+class _HandsBack(Observable[Any]):
+    """A source with a ``subscribe`` of its own: it sends everything there, and hands what
+    its observer raises back to ``on_error`` (no reactivex observer in between)."""
+
+    def __init__(self, chunks: list[Any]) -> None:
+        super().__init__()
+        self.chunks = chunks
+
+    def subscribe(
+        self,
+        on_next: Any = None,
+        on_error: Any = None,
+        on_completed: Any = None,
+        *,
+        scheduler: Any = None,
+    ) -> Any:
+        try:
+            for chunk in self.chunks:
+                on_next(chunk)
+            on_completed()
+        except Exception as error:  # noqa: BLE001 - handed back, as such a source does
+            on_error(error)
+        return Disposable()
+
+
+INSIDE_SUBSCRIBE = pytest.mark.parametrize(
+    "inside", [_inside_subscribe, _HandsBack], ids=["create", "own-subscribe"]
+)
+BAD_ARGUMENTS = [C0, choice({"tool_calls": [{"index": 0, "function": {"arguments": 42}}]})]
+
+
+@INSIDE_SUBSCRIBE
+@pytest.mark.parametrize("name", sorted(EVERY_OPERATOR))
+@pytest.mark.parametrize("form", ["no on_error", "raising on_error"])
+def test_a_stream_error_the_subscriber_does_not_take_is_raised_from_a_source_inside_subscribe(
+    inside: Callable[[list[Any]], Observable[Any]], name: str, form: str
+) -> None:
+    # Such a source's subscribe catches what escapes it and hands it back to the stage's
+    # on_error (reactivex's own operators lose it there): it must still reach the caller.
+    boom = Boom("the subscriber's on_error bug")
+    calls: list[Exception] = []
+
+    def error(exc: Exception) -> None:
+        calls.append(exc)
+        raise boom
+
+    source = inside(BAD_ARGUMENTS).pipe(EVERY_OPERATOR[name]())
+    if form == "no on_error":
+        with pytest.raises(rt.MalformedChunkError):
+            source.subscribe()
+    else:
+        with pytest.raises(Boom) as info:
+            source.subscribe(on_error=error)
+        assert info.value is boom
+        assert len(calls) == 1
+        assert isinstance(calls[0], rt.MalformedChunkError)
+
+
+@INSIDE_SUBSCRIBE
+@pytest.mark.parametrize("name", sorted(EVERY_OPERATOR))
+@pytest.mark.parametrize("callback", ["on_next", "on_completed"])
+def test_a_raising_subscriber_callback_leaves_as_raised_from_a_source_inside_subscribe(
+    inside: Callable[[list[Any]], Observable[Any]], name: str, callback: str
+) -> None:
+    boom = Boom("the subscriber's bug")
+    errors: list[Exception] = []
+
+    def raising(*_: Any) -> None:
+        raise boom
+
+    callbacks: dict[str, Any] = {"on_error": errors.append, callback: raising}
+    with pytest.raises(Boom) as info:
+        inside(CHUNKS).pipe(EVERY_OPERATOR[name]()).subscribe(**callbacks)
+    assert info.value is boom
+    assert errors == []
 
 
 def test_a_raising_inner_group_subscriber_propagates_as_raised() -> None:
