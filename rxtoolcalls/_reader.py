@@ -92,7 +92,8 @@ class _Reading(ChatReader):
     """
 
     # ``_feed`` is a slot here, shadowing the Chat reader's method: the full path of ``feed``
-    # calls what it holds, the detection first, then the detected wire's ``feed`` itself.
+    # calls what it holds, the detected wire's ``feed`` itself. Before the detection, and
+    # after it finds Chat, the class shadows the slot with its own ``_feed``.
     __slots__ = ("_delegate", "_feed", "_made", "_parts")
     _delegate: Core | None
     # on_open and keep_arguments, for the reader of the wire detected.
@@ -113,7 +114,6 @@ class _Reading(ChatReader):
         if wire == "chat":
             # Decided: from now on the Chat rules alone, with no detection per event.
             _chat_state(self)
-            del self._feed  # no cycle through a bound method of this reader
             self.__class__ = _Chat
             self._fast = not self._policy.needs_piece_checks
             return ChatReader._feed(self, event)
@@ -121,9 +121,10 @@ class _Reading(ChatReader):
         delegate = self._delegate = _make(wire, self._policy, *self._parts, None)
         delegate._announce = self._announce
         # Chat's fast path stays off (it would fail on every event of another wire): the
-        # delegate's feed (its own fast path) is called with nothing in between.
-        self._feed = delegate.feed  # type: ignore[method-assign,assignment]
+        # delegate's feed (its own fast path) is called with nothing in between, from the
+        # slot (set once the class no longer shadows it).
         self.__class__ = _Delegating
+        self._feed = delegate.feed  # type: ignore[method-assign,assignment]
         return delegate.feed(event)
 
 
@@ -137,6 +138,9 @@ class _Detecting(_Reading):
     """
 
     __slots__ = ()
+    # The detection, as a method of the class: held in the slot, a bound method would make a
+    # cycle through this reader, keeping it and all that holds it until a collection.
+    _feed = _Reading._detect  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -157,7 +161,6 @@ class _Detecting(_Reading):
         self._delegate = None
         self._parts = (on_open, keep_arguments)
         self._made = False
-        self._feed = self._detect  # type: ignore[method-assign]
 
     def __getattr__(self, name: str) -> Any:
         # Only Chat's state is made here: any other name (a copy's __setstate__, a blank

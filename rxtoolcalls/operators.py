@@ -589,6 +589,12 @@ def lifecycle(
                     observer.on_next(ToolCallCommitted(call, turn.choice_index))
             observer.on_completed()
 
-        return Stage(reader.feed, on_completed, direct=True, emits=True, pending=pending)
+        def on_error(_: Exception) -> None:
+            # Each sink holds its call, which holds the sink: a failed turn lets go of them
+            # (a read one does so as it closes).
+            for call in reader.calls():
+                call.sink = None
+
+        return Stage(reader.feed, on_completed, on_error, direct=True, emits=True, pending=pending)
 
     return lift(make)

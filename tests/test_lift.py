@@ -13,6 +13,7 @@ import dataclasses
 import gc
 import pickle
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,8 +27,10 @@ import rxtoolcalls as rt
 from rxtoolcalls._lift import _Upstream, fold
 from rxtoolcalls._types import _direct, new_tool_call, new_turn
 from tests.helpers import call_open, choice
+from tests.wire_builders import load_wire, wire_fixture_names
 
 BOUND = 5.0  # seconds; each wait ends in microseconds
+WIRES = ("responses", "anthropic", "gemini")
 CALL = [call_open(0, "call_1", "get_weather", '{"city": "Paris"}'), choice({}, "tool_calls")]
 
 
@@ -82,6 +85,50 @@ def test_disposing_at_any_point_unsubscribes_and_emits_nothing(after: int) -> No
     subject.on_next(CALL[-1])
     subject.on_completed()
     assert outcomes == []
+
+
+# The start of a turn on every wire, a call open in each (the last event left out).
+OPENED = {
+    "nothing": [],
+    "chat": CALL[:1],
+    **{wire: load_wire(wire, wire_fixture_names(wire)[0])[:-1] for wire in WIRES},
+}
+EVERY_OPERATOR: dict[str, Callable[[], Any]] = {
+    "assemble": rt.assemble,
+    "assemble_choices": rt.assemble_choices,
+    "assemble_with_progress": rt.assemble_with_progress,
+    "progress": rt.progress,
+    "lifecycle": lambda: rt.lifecycle(every=1),
+    "group_by_index": rt.group_by_index,
+    "pipe": lambda: reactivex.compose(
+        rt.group_by_index(), rt.concat_arguments(), rt.on_finish_reason(), rt.atomic_batch()
+    ),
+}
+
+
+@pytest.mark.parametrize("opened", sorted(OPENED))
+@pytest.mark.parametrize("operator", sorted(EVERY_OPERATOR))
+@pytest.mark.parametrize("failing", [False, True])
+def test_every_operator_leaves_no_cycle_when_a_turn_ends_early(
+    opened: str, operator: str, failing: bool
+) -> None:
+    # Ended by the source (an error, or a completion before the turn's end) with no event,
+    # or with a call open: whatever the reader was, nothing it made is left in a cycle.
+    ends: list[str] = []
+    source = synchronous(OPENED[opened], ConnectionError("cut") if failing else None)
+    gc.collect()
+    gc.disable()
+    try:
+        source.pipe(EVERY_OPERATOR[operator]()).subscribe(
+            lambda _: None, lambda _: ends.append("error"), lambda: ends.append("completed")
+        )
+        found = gc.collect()
+    finally:
+        gc.enable()
+    assert found == 0
+    assert len(ends) == 1
+    if failing:
+        assert ends == ["error"]
 
 
 def test_an_error_reported_while_the_source_subscribes_disposes_it_once_returned() -> None:
