@@ -89,21 +89,21 @@ class _Guarded(abc.ObserverBase[B]):
     def on_next(self, value: B) -> None:
         try:
             self._observer.on_next(value)
-        except Exception as error:  # noqa: BLE001 - the subscriber's own: carried up as raised
+        except BaseException as error:  # noqa: BLE001 - the subscriber's own: carried up as raised
             self._raised(error)
             raise SubscriberRaised(error) from None
 
     def on_error(self, error: Exception) -> None:
         try:
             self._observer.on_error(error)
-        except Exception as own:  # noqa: BLE001 - the subscriber's own: carried up as raised
+        except BaseException as own:  # noqa: BLE001 - the subscriber's own: carried up as raised
             self._raised(own)
             raise SubscriberRaised(own) from None
 
     def on_completed(self) -> None:
         try:
             self._observer.on_completed()
-        except Exception as error:  # noqa: BLE001 - the subscriber's own: carried up as raised
+        except BaseException as error:  # noqa: BLE001 - the subscriber's own: carried up as raised
             self._raised(error)
             raise SubscriberRaised(error) from None
 
@@ -191,9 +191,11 @@ def lift(
     re-typed or sent to ``on_error``; the subscription stops, the source is disposed, nothing
     runs after it, and it propagates to whoever delivered the notification (the caller of
     ``subscribe()``, or the scheduler) exactly as raised. So does a stream error with no
-    ``on_error`` to take it. A source that sends inside its own ``subscribe`` and hands what
-    escaped back to ``on_error`` (``reactivex.create``) gets it raised again, never dropped.
-    A ``direct`` stage must not call the observer from ``on_next``.
+    ``on_error`` to take it. From a source that sends inside its own ``subscribe`` and
+    catches there what escaped (hands it back to ``on_error``, as ``reactivex.create``
+    does, or drops it), it is raised once that ``subscribe`` returns, never lost. Any
+    exception counts, ``KeyboardInterrupt`` too. A ``direct`` stage must not call the
+    observer from ``on_next``.
     """
 
     def operator(source: Observable[A]) -> Observable[B]:
@@ -203,8 +205,8 @@ def lift(
             upstream = _Upstream()
             stopped = False
             # While the source is being subscribed: what left to the subscriber. A source that
-            # sends inside its own subscribe (reactivex.create) catches it there and hands it
-            # back to on_error, where it must go on as raised, not be dropped as a late error.
+            # sends inside its own subscribe (reactivex.create) may catch it there, hand it
+            # back to on_error or drop it, and return: it is raised once the source returns.
             subscribing = True
             escaped: BaseException | None = None
 
@@ -213,10 +215,11 @@ def lift(
                 stopped = True
                 if subscribing:
                     escaped = error
-                    if isinstance(observer, AutoDetachObserver):
-                        # Handed back there too, reactivex's observer in front of the
-                        # subscriber would send it to on_error: it stops, as we have.
-                        observer.is_stopped = True
+                if isinstance(observer, AutoDetachObserver):
+                    # reactivex's observer in front of the subscriber stops too: it would
+                    # send the exception to on_error if handed it, and pass on what a source
+                    # deaf to the disposal still sends.
+                    observer.is_stopped = True
                 upstream.dispose()
 
             guarded = _Guarded(observer, raised)
@@ -243,7 +246,7 @@ def lift(
 
             def on_source_error(error: Exception) -> None:
                 if error is escaped:
-                    raise error  # handed back by the source's subscribe: see ``escaped``
+                    return  # handed back by the source's subscribe: see ``escaped``
                 own: BaseException | None = None
                 try:
                     fail(interrupted(error))
@@ -333,12 +336,21 @@ def lift(
             else:
                 subscribed = step
             try:
-                return _subscribe(
+                subscription = _subscribe(
                     source, upstream, subscribed, on_source_error, on_completed, scheduler
                 )
+            except BaseException:
+                escaped = None
+                raise
             finally:
                 subscribing = False
-                escaped = None
+            if escaped is not None:
+                left, escaped = escaped, None
+                try:
+                    raise left
+                finally:
+                    del left  # the traceback holds this frame: no cycle through it
+            return subscription
 
         return Observable(subscribe)
 
@@ -502,9 +514,19 @@ class _Folding(abc.DisposableBase):
         self._starting = True
         try:
             _subscribe(source, self._upstream, on_next, self._failed, self._completed, scheduler)
+        except BaseException:
+            self._escaped = None
+            raise
         finally:
             self._starting = False
+        left = self._escaped
+        if left is not None:
+            # Caught by the source inside its subscribe, and handed back or dropped.
             self._escaped = None
+            try:
+                raise left
+            finally:
+                del left  # the traceback holds this frame: no cycle through it
 
     def _escaping(self, error: BaseException) -> None:
         """``error`` leaves to the subscriber: kept while the source is being subscribed."""
@@ -530,8 +552,8 @@ class _Folding(abc.DisposableBase):
     def _failed(self, error: Exception) -> None:
         if error is self._escaped:
             # A source that sends inside its own subscribe (reactivex.create) caught what left
-            # to the subscriber and hands it back: it goes on as raised.
-            raise error
+            # to the subscriber and hands it back: raised once the source returns (``_start``).
+            return
         self._fail(interrupted(error))
 
     def _completed(self) -> None:

@@ -101,6 +101,13 @@ class _Reading(ChatReader):
     # Whether the Chat state was made (a _Detecting makes it on first use).
     _made: bool
 
+    def __getstate__(self) -> object:
+        state, slots = cast("tuple[None, dict[str, object]]", super().__getstate__())
+        if "_feed" in type(self).__dict__:
+            # ``_feed`` reads as this class's method, which a copy cannot set: it is no state.
+            slots.pop("_feed", None)
+        return state, slots
+
     def _detect(self, chunk: object) -> Sequence[ToolCallStarted]:
         event = chunk
         wire = detect_wire(event)
@@ -199,12 +206,6 @@ class _Chat(_Reading):
     __slots__ = ()
     # The Chat rules themselves (no call in between): the slow path of prose chunks.
     _feed = ChatReader._feed  # type: ignore[assignment]
-
-    def __getstate__(self) -> object:
-        # ``_feed`` reads as this class's method, which a copy cannot set: it is no state.
-        state, slots = cast("tuple[None, dict[str, object]]", super().__getstate__())
-        slots.pop("_feed", None)
-        return state, slots
 
 
 class _Delegating(_Reading):

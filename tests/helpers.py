@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,13 @@ def open_sockets() -> frozenset[str]:
         if name.startswith("socket:"):
             names.add(name)
     return frozenset(names)
+
+
+def settle(done: Callable[[], bool], bound: float = 5.0) -> bool:
+    """Wait until ``done()`` (polled every 10 ms) for at most ``bound`` seconds; whether it did."""
+    deadline = time.monotonic() + bound
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True

@@ -134,8 +134,10 @@ def test_invalid_model_output_is_not_retried() -> None:
 
 def test_dispose_cancels_the_running_tool() -> None:
     state: dict[str, Any] = {}
+    started = asyncio.Event()
 
     async def forever() -> str:
+        started.set()
         try:
             await asyncio.sleep(10)
         except asyncio.CancelledError:
@@ -147,7 +149,7 @@ def test_dispose_cancels_the_running_tool() -> None:
         disposable = rt.agent_loop(
             Script(tool_turn(("a", "wait", "{}"))), {"wait": forever}, USER
         ).subscribe()
-        await asyncio.sleep(0.05)
+        await asyncio.wait_for(started.wait(), 5)
         disposable.dispose()
         await asyncio.sleep(0.05)
 

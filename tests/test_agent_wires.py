@@ -419,14 +419,22 @@ def test_anthropic_calls_answered_in_the_given_messages_are_not_run_again() -> N
 
 
 def test_anthropic_dispose_on_turn_finished_starts_no_tool() -> None:
+    from reactivex.subject import Subject
+
     tool = Calls()
-    script = Script(a_turn((0, "toolu_a", "f", "{}")), a_answer())
+    pending: Subject[Any] = Subject()
+    script = Script(pending, a_answer())
 
     def before_tools(event: Any) -> bool:
         return not isinstance(event, rt.TurnFinished)
 
     loop = rt.agent_loop(script, {"f": tool}, USER)
-    seen = loop.pipe(ops.take_while(before_tools, inclusive=True), ops.to_list()).run()
+    seen: list[Any] = []
+    # Subscribed before the turn streams: the subscription is known when TurnFinished comes.
+    loop.pipe(ops.take_while(before_tools, inclusive=True)).subscribe(seen.append)
+    for event in a_turn((0, "toolu_a", "f", "{}")):
+        pending.on_next(event)
+    pending.on_completed()
     assert isinstance(seen[-1], rt.TurnFinished)
     assert tool.seen == []
     assert len(script.seen) == 1

@@ -22,14 +22,13 @@ from reactivex.subject import Subject
 
 import rxtoolcalls as rt
 from rxtoolcalls.serve import ReplayServer
-from tests.helpers import fixture_names, load_fixture
+from tests.helpers import fixture_names, load_fixture, settle
 from tests.test_sdk_wires import (
     BOUND,
     dispose_after_first,
     needs_proc,
     new_sockets,
     result,
-    settle,
     sockets_before,
 )
 from tests.wire_builders import load_wire, load_wire_lines, sse_bytes, wire_fixture_names
@@ -434,8 +433,8 @@ def test_dispose_over_mock_transport_closes_the_body() -> None:
     client = openai.OpenAI(api_key="x", base_url="http://f.invalid/v1", http_client=http)
     with client.chat.completions.with_streaming_response.create(**ASK, stream=True) as response:
         got = rt.from_openai_response(response).pipe(ops.take(3), ops.to_list()).run()
-        assert response.is_closed
-        assert body.closed
+        # The reader closes as its read returns, on its own thread: moments after run().
+        assert settle(lambda: response.is_closed and body.closed)
     assert got == PARALLEL[:3]
     assert body.read == 3
 

@@ -286,14 +286,32 @@ def test_a_raising_on_error_propagates_as_raised(name: str) -> None:
     assert isinstance(calls[0], rt.ToolCallStreamError)
 
 
-def _inside_subscribe(chunks: list[Any]) -> Observable[Any]:
+Closed = list[str]  # "closed" once per disposal of a source's subscription
+
+
+def _create(chunks: list[Any], closed: Closed) -> Observable[Any]:
     """A source that sends everything inside its ``subscribe`` (a user's ``reactivex.create``)."""
 
     def subscribe(observer: Any, _: Any = None) -> Any:
         for chunk in chunks:
             observer.on_next(chunk)
         observer.on_completed()
-        return Disposable()
+        return Disposable(lambda: closed.append("closed"))
+
+    return reactivex.create(subscribe)
+
+
+def _create_catching(chunks: list[Any], closed: Closed) -> Observable[Any]:
+    """The same, catching what its observer raises and handing it back to ``on_error``."""
+
+    def subscribe(observer: Any, _: Any = None) -> Any:
+        try:
+            for chunk in chunks:
+                observer.on_next(chunk)
+            observer.on_completed()
+        except Exception as error:  # noqa: BLE001 - handed back, as such a source does
+            observer.on_error(error)
+        return Disposable(lambda: closed.append("closed"))
 
     return reactivex.create(subscribe)
 
@@ -302,9 +320,10 @@ class _HandsBack(Observable[Any]):
     """A source with a ``subscribe`` of its own: it sends everything there, and hands what
     its observer raises back to ``on_error`` (no reactivex observer in between)."""
 
-    def __init__(self, chunks: list[Any]) -> None:
+    def __init__(self, chunks: list[Any], closed: Closed) -> None:
         super().__init__()
         self.chunks = chunks
+        self.closed = closed
 
     def subscribe(
         self,
@@ -320,11 +339,12 @@ class _HandsBack(Observable[Any]):
             on_completed()
         except Exception as error:  # noqa: BLE001 - handed back, as such a source does
             on_error(error)
-        return Disposable()
+        return Disposable(lambda: self.closed.append("closed"))
 
 
+Inside = Callable[[list[Any], Closed], Observable[Any]]
 INSIDE_SUBSCRIBE = pytest.mark.parametrize(
-    "inside", [_inside_subscribe, _HandsBack], ids=["create", "own-subscribe"]
+    "inside", [_create, _create_catching, _HandsBack], ids=["create", "catching", "own"]
 )
 BAD_ARGUMENTS = [C0, choice({"tool_calls": [{"index": 0, "function": {"arguments": 42}}]})]
 
@@ -333,18 +353,20 @@ BAD_ARGUMENTS = [C0, choice({"tool_calls": [{"index": 0, "function": {"arguments
 @pytest.mark.parametrize("name", sorted(EVERY_OPERATOR))
 @pytest.mark.parametrize("form", ["no on_error", "raising on_error"])
 def test_a_stream_error_the_subscriber_does_not_take_is_raised_from_a_source_inside_subscribe(
-    inside: Callable[[list[Any]], Observable[Any]], name: str, form: str
+    inside: Inside, name: str, form: str
 ) -> None:
-    # Such a source's subscribe catches what escapes it and hands it back to the stage's
-    # on_error (reactivex's own operators lose it there): it must still reach the caller.
+    # Such a source's subscribe may catch what escapes it, hand it back to the stage's
+    # on_error (reactivex's own operators lose it there) and return: it must still reach
+    # the caller, and the source's subscription is still disposed of.
     boom = Boom("the subscriber's on_error bug")
     calls: list[Exception] = []
+    closed: Closed = []
 
     def error(exc: Exception) -> None:
         calls.append(exc)
         raise boom
 
-    source = inside(BAD_ARGUMENTS).pipe(EVERY_OPERATOR[name]())
+    source = inside(BAD_ARGUMENTS, closed).pipe(EVERY_OPERATOR[name]())
     if form == "no on_error":
         with pytest.raises(rt.MalformedChunkError):
             source.subscribe()
@@ -354,25 +376,76 @@ def test_a_stream_error_the_subscriber_does_not_take_is_raised_from_a_source_ins
         assert info.value is boom
         assert len(calls) == 1
         assert isinstance(calls[0], rt.MalformedChunkError)
+    if inside is not _create:  # which raises through its subscribe: it returns nothing
+        assert closed == ["closed"]
 
 
 @INSIDE_SUBSCRIBE
 @pytest.mark.parametrize("name", sorted(EVERY_OPERATOR))
 @pytest.mark.parametrize("callback", ["on_next", "on_completed"])
 def test_a_raising_subscriber_callback_leaves_as_raised_from_a_source_inside_subscribe(
-    inside: Callable[[list[Any]], Observable[Any]], name: str, callback: str
+    inside: Inside, name: str, callback: str
 ) -> None:
     boom = Boom("the subscriber's bug")
     errors: list[Exception] = []
+    closed: Closed = []
 
     def raising(*_: Any) -> None:
         raise boom
 
     callbacks: dict[str, Any] = {"on_error": errors.append, callback: raising}
     with pytest.raises(Boom) as info:
-        inside(CHUNKS).pipe(EVERY_OPERATOR[name]()).subscribe(**callbacks)
+        inside(CHUNKS, closed).pipe(EVERY_OPERATOR[name]()).subscribe(**callbacks)
     assert info.value is boom
     assert errors == []
+    if inside is not _create:
+        assert closed == ["closed"]
+
+
+class _Deaf(Observable[Any]):
+    """A source whose subscription stops nothing: it keeps the callbacks it was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[Any] = []
+
+    def subscribe(self, *callbacks: Any, scheduler: Any = None) -> Any:
+        self.held.extend(callbacks)
+        return Disposable()
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_OPERATOR))
+@pytest.mark.parametrize("kind", [Boom, KeyboardInterrupt])
+def test_nothing_reaches_a_subscriber_after_its_own_exception(
+    name: str, kind: type[BaseException]
+) -> None:
+    # Even from a source deaf to the disposal, and even for an exception that is not an
+    # Exception: the subscription stopped where the subscriber raised.
+    source = _Deaf()
+    seen: list[Any] = []
+
+    def next_(value: Any) -> None:
+        seen.append(type(value).__name__)
+        if len(seen) == 1:
+            raise kind("the subscriber's own")
+
+    source.pipe(EVERY_OPERATOR[name]()).subscribe(
+        next_, lambda e: seen.append("error"), lambda: seen.append("completed")
+    )
+    on_next, _, on_completed = source.held
+    ended: list[bool] = []
+
+    def send() -> None:
+        for chunk in CHUNKS:
+            on_next(chunk)
+        ended.append(True)
+        on_completed()
+
+    with pytest.raises(kind):
+        send()
+    if not ended:  # raised before the end (a fold sends at the end): the source goes on
+        send()
+    assert len(seen) == 1
 
 
 def test_a_raising_inner_group_subscriber_propagates_as_raised() -> None:

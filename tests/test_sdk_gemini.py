@@ -17,11 +17,11 @@ from reactivex import operators as ops
 
 import rxtoolcalls as rt
 from rxtoolcalls.serve import ReplayServer
+from tests.helpers import settle
 from tests.test_sdk_wires import (
     dispose_after_first,
     needs_proc,
     new_sockets,
-    settle,
     sockets_before,
 )
 from tests.wire_builders import load_wire, wire_fixture_names

@@ -22,7 +22,7 @@ from reactivex.scheduler import NewThreadScheduler
 
 import rxtoolcalls as rt
 from rxtoolcalls.serve import ReplayServer
-from tests.helpers import load_fixture, open_sockets
+from tests.helpers import load_fixture, open_sockets, settle
 from tests.wire_builders import (
     a_end,
     a_piece,
@@ -185,15 +185,6 @@ def sockets_before() -> frozenset[str]:
 def new_sockets(before: frozenset[str]) -> int:
     """How many sockets are open now that were not open in ``before``."""
     return len(open_sockets() - before)
-
-
-def settle(done: Callable[[], bool]) -> bool:
-    deadline = time.monotonic() + BOUND
-    while not done():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts /proc/self/fd")

@@ -81,7 +81,10 @@ def test_dispose_cancels_the_read_and_closes() -> None:
         disposable = (
             rt.from_async_iterable(lambda: source).pipe(rt.assemble()).subscribe(got.append)
         )
-        await asyncio.sleep(0.035)
+        for _ in range(500):  # until the first chunk is read (in milliseconds)
+            if source.sent:
+                break
+            await asyncio.sleep(0.01)
         disposable.dispose()
         await asyncio.sleep(0.05)
         return got
