@@ -721,7 +721,10 @@ def test_an_awaited_loop_with_work_on_a_pool_ends(where: str) -> None:
         events = rt.agent_loop(open_stream, {"pay": pay}, USER, scheduler=chosen)
         return await events.pipe(final_conversation())
 
-    conversation = in_a_thread(lambda: asyncio.run(main()))
+    try:
+        conversation = in_a_thread(lambda: asyncio.run(main()))
+    finally:
+        pool.executor.shutdown(wait=True)
     assert conversation.messages[2]["content"] == "paid"
 
 
@@ -748,10 +751,10 @@ def test_subscribe_on_a_pool_runs_a_turns_tools_concurrently() -> None:
 
     script = Script(tool_turn(("a", "meet", "{}"), ("b", "meet", "{}")), answer())
     outcome = Outcome()
-    rt.agent_loop(script, {"meet": meet}, USER).pipe(
-        ops.subscribe_on(ThreadPoolScheduler(2))
-    ).subscribe(outcome)
+    pool = ThreadPoolScheduler(2)
+    rt.agent_loop(script, {"meet": meet}, USER).pipe(ops.subscribe_on(pool)).subscribe(outcome)
     assert outcome.ended.wait(10)
+    pool.executor.shutdown(wait=True)
     finished = [v.content for v in outcome.values if isinstance(v, rt.ToolCallFinished)]
     assert finished == ["met", "met"]
 

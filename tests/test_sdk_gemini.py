@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,8 +35,16 @@ MODEL = "gemini-3-flash"
 PACE = 0.2
 
 
-# A collected Client closes its HTTP client under a stream still being read: keep them.
+# A collected Client closes its HTTP client under a stream still being read: keep them,
+# and close them when the module's tests are done (their kept-alive connections with them).
 CLIENTS: list[Any] = []
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_clients() -> Iterator[None]:
+    yield
+    while CLIENTS:
+        CLIENTS.pop().close()
 
 
 def client(server: ReplayServer) -> Any:
