@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from threading import get_ident
 from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from reactivex import Observable, abc
@@ -193,7 +194,9 @@ def lift(
     ``subscribe()``, or the scheduler) exactly as raised. So does a stream error with no
     ``on_error`` to take it. From a source that sends inside its own ``subscribe`` and
     catches there what escaped (hands it back to ``on_error``, as ``reactivex.create``
-    does, or drops it), it is raised once that ``subscribe`` returns, never lost. Any
+    does, or drops it), it is raised once that ``subscribe`` returns, if it left on that
+    thread. Past reactivex's own operators (after this one, or between the source and this
+    one), reactivex decides: it passes such an exception to ``on_error``, or loses it. Any
     exception counts, ``KeyboardInterrupt`` too. A ``direct`` stage must not call the
     observer from ``on_next``.
     """
@@ -204,16 +207,17 @@ def lift(
         ) -> abc.DisposableBase:
             upstream = _Upstream()
             stopped = False
-            # While the source is being subscribed: what left to the subscriber. A source that
-            # sends inside its own subscribe (reactivex.create) may catch it there, hand it
-            # back to on_error or drop it, and return: it is raised once the source returns.
-            subscribing = True
+            # While the source is being subscribed: what left to the subscriber on this
+            # thread. A source that sends inside its own subscribe (reactivex.create) may catch
+            # it there, hand it back to on_error or drop it, and return: it is raised once the
+            # source returns. (What left on another thread went up that thread's stack.)
+            subscribing: int | None = get_ident()
             escaped: BaseException | None = None
 
             def raised(error: BaseException) -> None:
                 nonlocal stopped, escaped
                 stopped = True
-                if subscribing:
+                if subscribing == get_ident():
                     escaped = error
                 if isinstance(observer, AutoDetachObserver):
                     # reactivex's observer in front of the subscriber stops too: it would
@@ -343,7 +347,7 @@ def lift(
                 escaped = None
                 raise
             finally:
-                subscribing = False
+                subscribing = None
             if escaped is not None:
                 left, escaped = escaped, None
                 try:
@@ -483,8 +487,9 @@ class _Folding(abc.DisposableBase):
         self._stopped = False
         self._disposed = False
         self._last: Callable[[], Any] | None = None
-        # While the source is being subscribed: what left to the subscriber (see ``lift``).
-        self._starting = False
+        # While the source is being subscribed, its thread; what left to the subscriber on
+        # that thread (see ``lift``).
+        self._starting: int | None = None
         self._escaped: BaseException | None = None
 
     @property
@@ -511,14 +516,14 @@ class _Folding(abc.DisposableBase):
     ) -> None:
         """Make the stage and subscribe it to ``source``."""
         on_next, self._last = make(self._fail)
-        self._starting = True
+        self._starting = get_ident()
         try:
             _subscribe(source, self._upstream, on_next, self._failed, self._completed, scheduler)
         except BaseException:
             self._escaped = None
             raise
         finally:
-            self._starting = False
+            self._starting = None
         left = self._escaped
         if left is not None:
             # Caught by the source inside its subscribe, and handed back or dropped.
@@ -529,8 +534,8 @@ class _Folding(abc.DisposableBase):
                 del left  # the traceback holds this frame: no cycle through it
 
     def _escaping(self, error: BaseException) -> None:
-        """``error`` leaves to the subscriber: kept while the source is being subscribed."""
-        if self._starting:
+        """``error`` leaves to the subscriber: kept if it leaves from the source's subscribe."""
+        if self._starting == get_ident():
             self._escaped = error
 
     def _fail(self, error: Exception) -> None:

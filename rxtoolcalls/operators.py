@@ -176,7 +176,7 @@ class ToolCallGroup(GroupedObservable[int, str]):
                     observer.on_completed()
                 else:
                     observer.on_error(error)
-            except Exception as own:
+            except BaseException as own:  # a subscriber's own: carried up as raised
                 if isinstance(observer, _Collector):
                     raise
                 raise SubscriberRaised(own) from None
@@ -191,7 +191,7 @@ def _carried(observer: abc.ObserverBase[str] | _Collector) -> Callable[[str], ob
     def sink(piece: str) -> None:
         try:
             on_next(piece)
-        except Exception as own:  # noqa: BLE001 - a subscriber's own: carried up as raised
+        except BaseException as own:  # noqa: BLE001 - a subscriber's own: carried up as raised
             raise SubscriberRaised(own) from None
 
     return sink

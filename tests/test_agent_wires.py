@@ -418,23 +418,26 @@ def test_anthropic_calls_answered_in_the_given_messages_are_not_run_again() -> N
     assert [(f.content, f.reused) for f in finished] == [("paid earlier", True)]
 
 
-def test_anthropic_dispose_on_turn_finished_starts_no_tool() -> None:
+@pytest.mark.parametrize("sent", ["inside-subscribe", "after-subscribe"])
+def test_anthropic_dispose_on_turn_finished_starts_no_tool(sent: str) -> None:
     from reactivex.subject import Subject
 
     tool = Calls()
     pending: Subject[Any] = Subject()
-    script = Script(pending, a_answer())
+    events = a_turn((0, "toolu_a", "f", "{}"))
+    script = Script(events if sent == "inside-subscribe" else pending, a_answer())
 
     def before_tools(event: Any) -> bool:
         return not isinstance(event, rt.TurnFinished)
 
     loop = rt.agent_loop(script, {"f": tool}, USER)
     seen: list[Any] = []
-    # Subscribed before the turn streams: the subscription is known when TurnFinished comes.
+    # On the subscribing thread: the whole turn inside subscribe(), or sent once it returned.
     loop.pipe(ops.take_while(before_tools, inclusive=True)).subscribe(seen.append)
-    for event in a_turn((0, "toolu_a", "f", "{}")):
-        pending.on_next(event)
-    pending.on_completed()
+    if sent == "after-subscribe":
+        for event in events:
+            pending.on_next(event)
+        pending.on_completed()
     assert isinstance(seen[-1], rt.TurnFinished)
     assert tool.seen == []
     assert len(script.seen) == 1

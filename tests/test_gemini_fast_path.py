@@ -79,6 +79,14 @@ def _turns(turns: tuple[rt.AssistantTurn, ...]) -> list[tuple[Any, ...]]:
     ]
 
 
+def _rendering(render: Any) -> Any:
+    """How a call renders: a shared function by its name, one made for it by its state."""
+    if hasattr(render, "__name__"):
+        return render.__name__
+    held = [getattr(render, name) for name in type(render).__slots__]
+    return (type(render).__name__, *(_rendering(h) if callable(h) else h for h in held))
+
+
 def _end(reader: Any) -> list[tuple[Any, ...]]:
     """The stream's end as the reader tells it (a call's place in the items, by its index)."""
     return [
@@ -88,7 +96,9 @@ def _end(reader: Any) -> list[tuple[Any, ...]]:
             choice.finish_reason,
             choice.outcome,
             [
-                ("call", item.index, item.render.__name__) if isinstance(item, CallItem) else item
+                ("call", item.index, _rendering(item.render))
+                if isinstance(item, CallItem)
+                else item
                 for item in choice.items
             ],
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ from reactivex import Observable
 from reactivex import operators as ops
 from reactivex.disposable import Disposable
 from reactivex.notification import OnError, OnNext
+from reactivex.subject import Subject
 from reactivex.testing import ReactiveTest, TestScheduler
 from reactivex.testing.marbles import marbles_testing
 
@@ -402,6 +404,10 @@ def test_a_raising_subscriber_callback_leaves_as_raised_from_a_source_inside_sub
         assert closed == ["closed"]
 
 
+# The operators that send before the end (the others send at the end: nothing can follow).
+EARLY = {"assemble_with_progress", "group_by_index", "lifecycle", "progress"}
+
+
 class _Deaf(Observable[Any]):
     """A source whose subscription stops nothing: it keeps the callbacks it was given."""
 
@@ -414,7 +420,7 @@ class _Deaf(Observable[Any]):
         return Disposable()
 
 
-@pytest.mark.parametrize("name", sorted(EVERY_OPERATOR))
+@pytest.mark.parametrize("name", sorted(EARLY))
 @pytest.mark.parametrize("kind", [Boom, KeyboardInterrupt])
 def test_nothing_reaches_a_subscriber_after_its_own_exception(
     name: str, kind: type[BaseException]
@@ -443,8 +449,8 @@ def test_nothing_reaches_a_subscriber_after_its_own_exception(
 
     with pytest.raises(kind):
         send()
-    if not ended:  # raised before the end (a fold sends at the end): the source goes on
-        send()
+    assert not ended  # raised on a value sent before the end: the source goes on
+    send()
     assert len(seen) == 1
 
 
@@ -465,6 +471,76 @@ def test_a_raising_inner_group_subscriber_propagates_as_raised() -> None:
     assert info.value is boom
     assert errors == []
     assert inner_errors == []
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_OPERATOR))
+def test_an_exception_that_left_on_another_thread_is_not_raised_again(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The source sends from a worker thread while its subscribe waits for it: the exception
+    # goes up the worker's stack (to its excepthook), and subscribe() returns.
+    raised: list[tuple[str, type[BaseException] | None]] = []
+    monkeypatch.setattr(
+        threading, "excepthook", lambda a: raised.append((a.thread.name, a.exc_type))
+    )
+
+    def subscribe(observer: Any, _: Any = None) -> Any:
+        def work() -> None:
+            for chunk in CHUNKS:
+                observer.on_next(chunk)
+            observer.on_completed()
+
+        worker = threading.Thread(target=work, name="worker")
+        worker.start()
+        worker.join()
+        return Disposable()
+
+    def explode(_: Any) -> None:
+        raise Boom("the subscriber's own")
+
+    errors: list[Exception] = []
+    reactivex.create(subscribe).pipe(EVERY_OPERATOR[name]()).subscribe(explode, errors.append)
+    assert raised == [("worker", Boom)]
+    assert errors == []
+
+
+@pytest.mark.parametrize("kind", [Boom, KeyboardInterrupt])
+@pytest.mark.parametrize("where", ["on_next", "on_completed"])
+def test_a_raising_inner_group_subscriber_stops_everything(
+    kind: type[BaseException], where: str
+) -> None:
+    # A source that goes on sending after the exception: nothing more reaches anyone.
+    source: Subject[Any] = Subject()
+    seen: list[str] = []
+
+    def piece(text: str) -> None:
+        seen.append(text)
+        if where == "on_next":
+            raise kind("inner")
+
+    def inner_done() -> None:
+        seen.append("inner completed")
+        if where == "on_completed":
+            raise kind("inner")
+
+    def on_group(item: Any) -> None:
+        seen.append(type(item).__name__)
+        if isinstance(item, rt.ToolCallGroup):
+            item.subscribe(piece, lambda _: seen.append("inner error"), inner_done)
+
+    source.pipe(rt.group_by_index()).subscribe(
+        on_group, lambda _: seen.append("error"), lambda: seen.append("completed")
+    )
+    raised: list[int] = []
+    for at, chunk in enumerate([*CHUNKS, None]):
+        try:
+            source.on_next(chunk) if chunk is not None else source.on_completed()
+        except kind:
+            raised.append(at)
+    assert len(raised) == 1
+    last = '{"city": ' if where == "on_next" else "inner completed"
+    assert seen[-1] == last  # the callback that raised, and nothing after it
+    assert seen.count(last) == 1
 
 
 def test_retry_never_resubscribes_after_a_subscriber_exception() -> None:

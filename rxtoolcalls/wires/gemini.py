@@ -155,28 +155,44 @@ def _render_made(call: ToolCall) -> dict[str, Any]:
 
 def _render_call(part: dict[str, Any], given_id: bool) -> Callable[[ToolCall], dict[str, Any]]:
     if not part:
-        # Nearly every part holds the call alone: one shared function, no closure per call.
+        # Nearly every part holds the call alone: one shared function, nothing made per call.
         return _render_given if given_id else _render_made
+    return _Rendered(part, given_id)
 
-    def render(call: ToolCall) -> dict[str, Any]:
+
+class _Rendered:
+    """A call's part as sent, with what it held besides the call (``thoughtSignature``…).
+
+    A class, not a closure: a reader holding it still copies and pickles.
+    """
+
+    __slots__ = ("given_id", "part")
+
+    def __init__(self, part: dict[str, Any], given_id: bool) -> None:
+        self.part = part
+        self.given_id = given_id
+
+    def __call__(self, call: ToolCall) -> dict[str, Any]:
         function_call: dict[str, Any] = {"name": call.name, "args": call.parsed_arguments}
-        if given_id:
+        if self.given_id:
             function_call["id"] = call.id
-        return {"functionCall": function_call, **part}
-
-    return render
+        return {"functionCall": function_call, **self.part}
 
 
-def _signed(
-    extra: dict[str, Any], render: Callable[[ToolCall], dict[str, Any]]
-) -> Callable[[ToolCall], dict[str, Any]]:
-    def signed(call: ToolCall) -> dict[str, Any]:
-        rendered = render(call)
-        for key, value in extra.items():
+class _Signed:
+    """A rendering, with the keys a later part added to the call (kept where it has none)."""
+
+    __slots__ = ("extra", "render")
+
+    def __init__(self, extra: dict[str, Any], render: Callable[[ToolCall], dict[str, Any]]) -> None:
+        self.extra = extra
+        self.render = render
+
+    def __call__(self, call: ToolCall) -> dict[str, Any]:
+        rendered = self.render(call)
+        for key, value in self.extra.items():
             rendered.setdefault(key, value)
         return rendered
-
-    return signed
 
 
 class _Candidate:
@@ -458,7 +474,7 @@ class _Parts(Core):
         extra = {k: v for k, v in part.items() if k != "functionCall"}
         for at, item in enumerate(candidate.parts):
             if isinstance(item, CallItem) and item.index == call.index:
-                candidate.parts[at] = new_call_item(call.index, _signed(extra, item.render))
+                candidate.parts[at] = new_call_item(call.index, _Signed(extra, item.render))
                 return
 
     def _close_call(self, candidate: _Candidate, call: Call) -> None:
