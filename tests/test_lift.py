@@ -34,6 +34,17 @@ WIRES = ("responses", "anthropic", "gemini")
 CALL = [call_open(0, "call_1", "get_weather", '{"city": "Paris"}'), choice({}, "tool_calls")]
 
 
+def garbage_of(run: Callable[[], object]) -> int:
+    """Objects ``run()`` left unreachable in cycles (found by a collection, none running)."""
+    gc.collect()
+    gc.disable()
+    try:
+        run()
+        return gc.collect()
+    finally:
+        gc.enable()
+
+
 def synchronous(events: list[Any], error: Exception | None = None) -> reactivex.Observable[Any]:
     """A source that sends everything inside ``subscribe``, before it returns its disposable."""
 
@@ -56,13 +67,9 @@ def test_a_synchronous_source_gives_one_outcome_and_leaves_no_cycle(
 ) -> None:
     outcomes: list[Any] = []
     source = synchronous(CALL, ConnectionError("cut") if failing else None)
-    gc.collect()
-    gc.disable()
-    try:
-        source.pipe(rt.assemble(wire=wire)).subscribe(outcomes.append, outcomes.append)
-        found = gc.collect()
-    finally:
-        gc.enable()
+    found = garbage_of(
+        lambda: source.pipe(rt.assemble(wire=wire)).subscribe(outcomes.append, outcomes.append)
+    )
     assert found == 0
     assert len(outcomes) == 1
     if failing:
@@ -116,15 +123,11 @@ def test_every_operator_leaves_no_cycle_when_a_turn_ends_early(
     # or with a call open: whatever the reader was, nothing it made is left in a cycle.
     ends: list[str] = []
     source = synchronous(OPENED[opened], ConnectionError("cut") if failing else None)
-    gc.collect()
-    gc.disable()
-    try:
-        source.pipe(EVERY_OPERATOR[operator]()).subscribe(
+    found = garbage_of(
+        lambda: source.pipe(EVERY_OPERATOR[operator]()).subscribe(
             lambda _: None, lambda _: ends.append("error"), lambda: ends.append("completed")
         )
-        found = gc.collect()
-    finally:
-        gc.enable()
+    )
     assert found == 0
     assert len(ends) == 1
     if failing:
@@ -203,13 +206,9 @@ def test_a_turn_refused_at_the_close_leaves_no_cycle(operator: Any, wire: Any) -
     # only its type, so nothing outside holds the error: a cycle through it would be garbage.
     kinds: list[type] = []
     source = reactivex.from_iterable(CALL[:1])
-    gc.collect()
-    gc.disable()
-    try:
-        source.pipe(operator(wire=wire)).subscribe(on_error=lambda e: kinds.append(type(e)))
-        found = gc.collect()
-    finally:
-        gc.enable()
+    found = garbage_of(
+        lambda: source.pipe(operator(wire=wire)).subscribe(on_error=lambda e: kinds.append(type(e)))
+    )
     assert kinds == [rt.StreamInterruptedError]
     assert found == 0
 
