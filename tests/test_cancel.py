@@ -247,8 +247,17 @@ def test_take_until_from_another_thread_on_run(opener: Opener) -> None:
     abort: reactivex.subject.Subject[None] = reactivex.subject.Subject()
     with StallingServer() as server, opener(server) as (chunks, response):
         client_socket = socket_of(response)
-        threading.Timer(SETTLE, abort.on_next, (None,)).start()
-        received = chunks.pipe(ops.take_until(abort), ops.to_list()).run()
+        got = threading.Event()
+
+        def abort_once_blocked() -> None:
+            if got.wait(BOUND):  # the first chunk is read: the reader blocks in recv next
+                time.sleep(SETTLE)
+            abort.on_next(None)
+
+        threading.Thread(target=abort_once_blocked).start()
+        received = chunks.pipe(
+            ops.do_action(lambda _: got.set()), ops.take_until(abort), ops.to_list()
+        ).run()
         assert_connection_freed(server, response, client_socket, before)
     assert len(received) == 1
 
