@@ -225,6 +225,7 @@ def lift(
                     # deaf to the disposal still sends.
                     observer.is_stopped = True
                 upstream.dispose()
+                _release(stage)
 
             guarded = _Guarded(observer, raised)
 
@@ -258,14 +259,20 @@ def lift(
                     own = carried.error
                 if own is not None:
                     raised(own)
-                    raise own
+                    try:
+                        raise own
+                    finally:
+                        del own  # the traceback holds this frame: no cycle through it
 
             def subscribers_own(error: Exception) -> BaseException | None:
                 """After the stage's own ``error`` is routed, the subscriber's exception if any."""
                 if stopped:
                     # The stage reported its error already: this one is the subscriber's
                     # on_error raising, and leaves as it is.
-                    raise error
+                    try:
+                        raise error
+                    finally:
+                        del error  # the traceback holds this frame: no cycle through it
                 try:
                     fail(error)  # the stage's own: routed to on_error, never lost
                 except SubscriberRaised as carried:
@@ -287,7 +294,10 @@ def lift(
                 _release(stage)
                 if own is not None:
                     raised(own)
-                    raise own
+                    try:
+                        raise own
+                    finally:
+                        del own  # the traceback holds this frame: no cycle through it
 
             # Only the callbacks this stage uses are made (one subscription per turn).
             subscribed: Callable[[A], object]
@@ -307,7 +317,10 @@ def lift(
                     if own is not None:
                         raised(own)
                         # Outside the handler: the subscriber's exception leaves as it was raised.
-                        raise own
+                        try:
+                            raise own
+                        finally:
+                            del own  # the traceback holds this frame: no cycle through it
 
                 subscribed = on_next
             elif stage.emits:
@@ -321,7 +334,10 @@ def lift(
                     else:
                         return
                     raised(own)
-                    raise own
+                    try:
+                        raise own
+                    finally:
+                        del own  # the traceback holds this frame: no cycle through it
 
                 pending = stage.pending
                 emitting: Callable[[A], Sequence[Any]] = step  # type: ignore[assignment]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -188,3 +189,14 @@ def settle(done: Callable[[], bool], bound: float = 5.0) -> bool:
             return False
         time.sleep(0.01)
     return True
+
+
+def garbage_of(run: Callable[[], object]) -> int:
+    """Objects ``run()`` left unreachable in cycles (found by a collection, none running)."""
+    gc.collect()
+    gc.disable()
+    try:
+        run()
+        return gc.collect()
+    finally:
+        gc.enable()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import gc
 import pickle
 import threading
 from collections.abc import Callable
@@ -26,23 +25,12 @@ from reactivex.subject import Subject
 import rxtoolcalls as rt
 from rxtoolcalls._lift import _Upstream, fold
 from rxtoolcalls._types import _direct, new_tool_call, new_turn
-from tests.helpers import call_open, choice
+from tests.helpers import call_open, choice, garbage_of
 from tests.wire_builders import load_wire, wire_fixture_names
 
 BOUND = 5.0  # seconds; each wait ends in microseconds
 WIRES = ("responses", "anthropic", "gemini")
 CALL = [call_open(0, "call_1", "get_weather", '{"city": "Paris"}'), choice({}, "tool_calls")]
-
-
-def garbage_of(run: Callable[[], object]) -> int:
-    """Objects ``run()`` left unreachable in cycles (found by a collection, none running)."""
-    gc.collect()
-    gc.disable()
-    try:
-        run()
-        return gc.collect()
-    finally:
-        gc.enable()
 
 
 def synchronous(events: list[Any], error: Exception | None = None) -> reactivex.Observable[Any]:

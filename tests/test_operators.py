@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +19,7 @@ from reactivex.testing import ReactiveTest, TestScheduler
 from reactivex.testing.marbles import marbles_testing
 
 import rxtoolcalls as rt
-from tests.helpers import args, call_open, choice, collect, content, finish
+from tests.helpers import args, call_open, choice, collect, content, finish, garbage_of
 
 on_next = ReactiveTest.on_next
 on_completed = ReactiveTest.on_completed
@@ -471,6 +473,39 @@ def test_a_raising_inner_group_subscriber_propagates_as_raised() -> None:
     assert info.value is boom
     assert errors == []
     assert inner_errors == []
+
+
+class _Gone(Exception):
+    """A subscriber's exception that can be watched (built-in exceptions take no weakref)."""
+
+    made: list[weakref.ref[_Gone]] = []  # noqa: RUF012 - the test's own record
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        _Gone.made.append(weakref.ref(self))
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_OPERATOR))
+def test_a_subscriber_s_exception_is_not_kept_and_leaves_no_cycle(name: str) -> None:
+    source: Subject[Any] = Subject()
+    _Gone.made.clear()
+    alive: list[bool] = []
+
+    def explode(_: Any) -> None:
+        raise _Gone("the subscriber's own")  # held by no name of this frame
+
+    def run() -> None:
+        source.pipe(EVERY_OPERATOR[name]()).subscribe(explode, lambda _: None)
+        with contextlib.suppress(_Gone):
+            for chunk in CHUNKS:
+                source.on_next(chunk)
+            source.on_completed()
+        alive.append(_Gone.made[0]() is not None)
+
+    found = garbage_of(run)
+    assert alive == [False]  # freed as soon as it was handled, with no collection
+    if name != "lifecycle":  # each call's progress sink and the call hold each other
+        assert found == 0
 
 
 @pytest.mark.parametrize("name", sorted(EVERY_OPERATOR))
