@@ -12,7 +12,6 @@ import copy
 import dataclasses
 import pickle
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,6 +25,7 @@ import rxtoolcalls as rt
 from rxtoolcalls._lift import _Upstream, fold
 from rxtoolcalls._types import _direct, new_tool_call, new_turn
 from tests.helpers import call_open, choice, garbage_of
+from tests.test_operators import EVERY_OPERATOR
 from tests.wire_builders import load_wire, wire_fixture_names
 
 BOUND = 5.0  # seconds; each wait ends in microseconds
@@ -87,17 +87,6 @@ OPENED = {
     "nothing": [],
     "chat": CALL[:1],
     **{wire: load_wire(wire, wire_fixture_names(wire)[0])[:-1] for wire in WIRES},
-}
-EVERY_OPERATOR: dict[str, Callable[[], Any]] = {
-    "assemble": rt.assemble,
-    "assemble_choices": rt.assemble_choices,
-    "assemble_with_progress": rt.assemble_with_progress,
-    "progress": rt.progress,
-    "lifecycle": lambda: rt.lifecycle(every=1),
-    "group_by_index": rt.group_by_index,
-    "pipe": lambda: reactivex.compose(
-        rt.group_by_index(), rt.concat_arguments(), rt.on_finish_reason(), rt.atomic_batch()
-    ),
 }
 
 
