@@ -26,7 +26,8 @@ returns the assembled turns or raises one ``ToolCallStreamError``. What every wi
    ``set_path`` builds them (``_paths.PathTree``), charging an estimate of their size to the
    limits as they come; ``close_paths`` writes them once as the call's only text piece, which
    then takes the exact limits and is parsed like any other. A call takes one kind or the
-   other, never both.
+   other, never both. A string still growing when its call is closed was cut off mid-value:
+   the call stays open, so the close reports it (rule 5).
 """
 
 from __future__ import annotations
@@ -927,17 +928,22 @@ class _Calls(_State):
             if parsed is not _ABSENT:
                 call.parsed = parsed
 
-    def close_paths(self, call: Call) -> None:
-        """Write the values set by path as the call's arguments (``{}`` when none were)."""
+    def close_paths(self, call: Call) -> bool:
+        """Write the values set by path as the call's arguments (``{}`` when none were).
+
+        Returns whether every value was finished: ``False`` when a string still said it
+        continues, so the call was cut off mid-value (rule 8), however its wire closed it.
+        """
         tree = call.tree
         if tree is None:
             if call.size == 0 and call.final is None:
                 self._piece(self._choices[call.choice_index], call, "{}")
-            return
+            return True
         call.tree = None
         self._ungrant(tree)
         self._budget += tree.size
         self._piece(self._choices[call.choice_index], call, tree.text())
+        return not tree.growing
 
     def _grant(self, call: Call, size: int) -> None:
         """Reserve the next characters ``call`` (now ``size`` long) may take on the fast path."""

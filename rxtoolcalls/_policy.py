@@ -70,7 +70,9 @@ class Policy:
 
     - ``require_finish_reason`` (16): a stream without any finish_reason is an error.
     - ``accept_clean_end`` (16): accept a missing finish_reason when every call's arguments
-      are one complete JSON object (the turn keeps ``finish_reason=None``).
+      are one complete JSON object (the turn keeps ``finish_reason=None``); on Gemini, take a
+      streamed call the stream never closed as complete when none of its values was left
+      open (``implicitly_closed_call``).
     - ``split_reused_index`` (2): a new id on an index that holds another id starts a new call
       (Ollama, vLLM, SGLang send every parallel call as index 0).
     - ``keep_first_id`` (6): an id that changes inside one call keeps the first one.

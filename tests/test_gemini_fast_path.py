@@ -470,6 +470,8 @@ _OPENED = [_streamed(g_open("f")), _streamed(g_arg("$.q", "x", more=True))]
 _FINISHED: dict[str, Any] = {
     "candidates": [{"content": {"parts": [{"text": ""}]}, "finishReason": "STOP"}]
 }
+# The string's last piece and the call's close, then the finish: a stream that was not cut.
+_ENDED = [_streamed(g_arg("$.q", "")), _streamed({"functionCall": {}}), _FINISHED]
 
 
 class _Raising(dict[str, Any]):
@@ -502,28 +504,28 @@ def _ended(**change: Any) -> dict[str, Any]:
 
 _ENTRY = {"jsonPath": "$.q", "stringValue": "s", "willContinue": True}
 _STREAMED_EDGES: list[tuple[str, list[Any]]] = [
-    ("pieces", [*_OPENED, _streamed(_PIECE), _streamed(_PIECE), _FINISHED]),
+    ("pieces", [*_OPENED, _streamed(_PIECE), _streamed(_PIECE), *_ENDED]),
     *(
-        (f"piece at index {index!r}", [*_OPENED, _streamed(_PIECE, index=index), _FINISHED])
+        (f"piece at index {index!r}", [*_OPENED, _streamed(_PIECE, index=index), *_ENDED])
         for index in (0, 1, 0.0, False, None, "0")
     ),
     ("piece with the finish", [*_OPENED, _streamed(_PIECE, finishReason="STOP")]),
-    ("piece with usage", [*_OPENED, {**_streamed(_PIECE), "usageMetadata": {"n": 1}}, _FINISHED]),
-    ("piece with bad usage", [*_OPENED, {**_streamed(_PIECE), "usageMetadata": 3}, _FINISHED]),
-    ("piece with an error", [*_OPENED, {**_streamed(_PIECE), "error": {"code": 500}}, _FINISHED]),
+    ("piece with usage", [*_OPENED, {**_streamed(_PIECE), "usageMetadata": {"n": 1}}, *_ENDED]),
+    ("piece with bad usage", [*_OPENED, {**_streamed(_PIECE), "usageMetadata": 3}, *_ENDED]),
+    ("piece with an error", [*_OPENED, {**_streamed(_PIECE), "error": {"code": 500}}, *_ENDED]),
     (
         "candidates tuple",
-        [*_OPENED, {"candidates": (_streamed(_PIECE)["candidates"][0],)}, _FINISHED],
+        [*_OPENED, {"candidates": (_streamed(_PIECE)["candidates"][0],)}, *_ENDED],
     ),
-    ("parts tuple", [*_OPENED, {"candidates": [{"content": {"parts": (_PIECE,)}}]}, _FINISHED]),
-    ("part not a dict", [*_OPENED, _streamed(_NotADict(_PIECE)), _FINISHED]),
+    ("parts tuple", [*_OPENED, {"candidates": [{"content": {"parts": (_PIECE,)}}]}, *_ENDED]),
+    ("part not a dict", [*_OPENED, _streamed(_NotADict(_PIECE)), *_ENDED]),
     (
         "call not a dict",
-        [*_OPENED, _streamed({"functionCall": _NotADict(_PIECE["functionCall"])}), _FINISHED],
+        [*_OPENED, _streamed({"functionCall": _NotADict(_PIECE["functionCall"])}), *_ENDED],
     ),
-    ("signed piece", [*_OPENED, _streamed({**_PIECE, "thoughtSignature": "c2ln"}), _FINISHED]),
+    ("signed piece", [*_OPENED, _streamed({**_PIECE, "thoughtSignature": "c2ln"}), *_ENDED]),
     *(
-        (f"piece {label}", [*_OPENED, _streamed(_piece(**change)), _FINISHED])
+        (f"piece {label}", [*_OPENED, _streamed(_piece(**change)), *_ENDED])
         for label, change in (
             ("last", {"willContinue": _DROP}),
             ("said last", {"willContinue": False}),
@@ -550,7 +552,7 @@ _STREAMED_EDGES: list[tuple[str, list[Any]]] = [
             ("said last", {"willContinue": False}),
         )
     ),
-    ("past the call limit", [*_OPENED, _streamed(_piece(stringValue="y" * 40)), _FINISHED]),
+    ("past the call limit", [*_OPENED, _streamed(_piece(stringValue="y" * 40)), *_ENDED]),
     *(
         (f"last {label}", [*_OPENED, _streamed({"functionCall": {}}), *end])
         for label, end in (
@@ -595,7 +597,7 @@ _STREAMED_EDGES: list[tuple[str, list[Any]]] = [
             _FINISHED,
         ],
     ),
-    ("a defaultdict part", [*_OPENED, _streamed(defaultdict(dict, {"text": "hi"})), _FINISHED]),
+    ("a defaultdict part", [*_OPENED, _streamed(defaultdict(dict, {"text": "hi"})), *_ENDED]),
     (
         "a defaultdict candidate",
         [
@@ -655,7 +657,9 @@ def test_parts_kept_as_sent_are_copies_of_the_caller_s() -> None:
         kept["functionCall"] = {"name": "g", "args": {}}  # not the reader's any more
         if peek:
             # A streamed call after them makes the reader find its whole calls among the parts.
-            reader.feed({"candidates": [{"content": {"parts": [g_open("h")]}}]})
+            reader.feed(
+                {"candidates": [{"content": {"parts": [g_open("h"), {"functionCall": {}}]}}]}
+            )
         reader.feed(_STOP)
         turn = reader.close()
         del kept["functionCall"]
@@ -877,16 +881,18 @@ def test_the_usual_turn_takes_the_fast_paths(monkeypatch: pytest.MonkeyPatch) ->
     assert full == prose[:1]  # the first response makes the candidate, on the full path
     assert turn.content == "Hi, there."
     assert [c.index for c in turn.tool_calls] == [0, 1, 2, 3]
-    # A streamed call: its opening and its closing take the full path, its pieces do not,
+    # A streamed call: its opening, its string's last piece and its closing take the full
+    # path, its other pieces do not,
     # and the turn takes the full close.
     pieces = [_streamed(g_arg("$.q", "ab", more=True)) for _ in range(3)]
     streamed = [_streamed(g_open("f")), _streamed(g_arg("$.q", "x", more=True)), *pieces]
     closing = _streamed({"functionCall": {}})
     full.clear()
     reader = GeminiReader()
-    for event in [*streamed, closing, *events]:
+    last_piece = _streamed(g_arg("$.q", ""))
+    for event in [*streamed, last_piece, closing, *events]:
         reader.feed(event)
-    assert full == [streamed[0], streamed[1], closing]
+    assert full == [streamed[0], streamed[1], last_piece, closing]
     reader.close_choices()
     assert full[-1] == "close"
 
@@ -913,7 +919,7 @@ def test_pieces_meet_the_call_limit_exactly_whatever_the_grant(
     policy = rt.Policy(limits=rt.Limits(max_call_arguments=40, max_turn_arguments=1000))
     kinds = []
     for count in range(25):
-        events = [*_OPENED, *(_streamed(_PIECE) for _ in range(count)), _FINISHED]
+        events = [*_OPENED, *(_streamed(_PIECE) for _ in range(count)), *_ENDED]
         found = assert_same(events, policy)
         if found[0] == "error":
             assert found[2][2]["limit"] == "max_call_arguments"
@@ -966,6 +972,7 @@ def test_a_grant_held_by_one_call_never_refuses_another_the_turn_s_room(
             _streamed(index=0, part=_PIECE),
             _streamed(index=1, part=g_arg("$.r", "y" * length)),
             _streamed(index=0, part=_PIECE),
+            _streamed(index=0, part=g_arg("$.q", "")),
             _streamed(index=0, part=G_CLOSE),
             _streamed(index=1, part=G_CLOSE),
             _BOTH_STOP,

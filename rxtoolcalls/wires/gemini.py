@@ -17,10 +17,12 @@ Rules (``GeminiReader.feed``):
    (``stringValue`` growing across entries while they say ``willContinue``, ``numberValue``,
    ``boolValue``, ``nullValue``; an entry with no value is skipped, counted as
    ``empty_partial_args``). An empty ``functionCall {}``, or fragments that no longer
-   say ``willContinue``, close it. A call still open when a new named call starts is closed
-   there (``implicitly_closed_call``); the last one is complete if the candidate finished
-   with ``STOP``, and cut off otherwise. A bad or conflicting path is a
-   ``MalformedChunkError``.
+   say ``willContinue``, close it. A string value whose last entry still said
+   ``willContinue`` was cut off mid-value: its call is a ``TruncatedToolCallError`` however
+   it was closed. A call never closed (a new named call starts, or the candidate finishes
+   with ``STOP``) may have been cut between two values: a ``TruncatedToolCallError`` too,
+   unless ``Policy.accept_clean_end`` takes it as complete (``implicitly_closed_call``). A
+   bad or conflicting path is a ``MalformedChunkError``.
 5. ``text`` parts become ``content``, ``thought: true`` parts ``reasoning``. Every part is kept
    in ``items`` in order, with its ``thoughtSignature`` verbatim (adjacent text parts without
    a signature are joined; empty ones are dropped).
@@ -331,8 +333,7 @@ class _Parts(Core):
                 self._close_call(candidate, call)
             return _NO_EVENTS
         if candidate.open is not None:
-            self._count("implicitly_closed_call")
-            self._close_call(candidate, candidate.open)
+            self._close_call(candidate, candidate.open, explicit=False)
         given = self._identity(state, candidate.calls, "id", function_call.get("id"))
         if given is None:
             self._count("synthesized_id")
@@ -477,9 +478,17 @@ class _Parts(Core):
                 candidate.parts[at] = new_call_item(call.index, _Signed(extra, item.render))
                 return
 
-    def _close_call(self, candidate: _Candidate, call: Call) -> None:
-        self.close_paths(call)
-        call.closed = True
+    def _close_call(self, candidate: _Candidate, call: Call, explicit: bool = True) -> None:
+        """End ``call``: closed only if every value was finished, and its close was said.
+
+        A close the wire never sent (``explicit=False``: a new named call, the finish) looks
+        exactly like a stream cut between two values, so it counts only under
+        ``accept_clean_end``.
+        """
+        finished = self.close_paths(call)
+        if not explicit:
+            self._count("implicitly_closed_call")
+        call.closed = finished and (explicit or self._policy.accept_clean_end)
         if candidate.open is call:
             candidate.open = None
 
@@ -752,8 +761,8 @@ class GeminiReader(_Parts):
         if isinstance(message, str):
             state.finish_message = message
         if state.outcome == "stop" and candidate.open is not None:
-            # The last streamed call may never get its closing part: a normal end closes it.
-            self._close_call(candidate, candidate.open)
+            # The last streamed call may never get its closing part (rule 4).
+            self._close_call(candidate, candidate.open, explicit=False)
         # Any other end leaves it open for good: the close finds it cut off.
         candidate.open = None
 
