@@ -1124,6 +1124,11 @@ def build_gemini_streamed(fragments: int, layout: str) -> list[dict[str, Any]]:
                 _gemini([{"functionCall": {"partialArgs": [entry], "willContinue": True}}])
             )
         else:
+            # The string's last entry (it no longer continues), then the call's close.
+            entry = {"jsonPath": "$.q", "stringValue": ""}
+            events.append(
+                _gemini([{"functionCall": {"partialArgs": [entry], "willContinue": True}}])
+            )
             events.append(_gemini([{"functionCall": {}}]))
     events.append(_gemini([{"text": ""}], "STOP"))
     return events
