@@ -8,8 +8,8 @@ here instead of appending text. Rules (``PathTree.set``):
 2. Containers are made on first use: a key step makes an object, an index step an array.
    Array elements are set in order: an index past the end (a gap) is a ``PathError``.
 3. A value is set once. A string grows while its last fragment said it continues; any other
-   second value at a path, or a step through a value of the other container kind, is a
-   ``PathError``.
+   second value at a path, a step through a value of the other container kind, or an integer
+   past Python's digit limit (``sys.get_int_max_str_digits()``), is a ``PathError``.
 4. ``text()`` writes the object once, at the end, as JSON text: the call's arguments, parsed
    and checked like any other.
 """
@@ -17,6 +17,7 @@ here instead of appending text. Rules (``PathTree.set``):
 from __future__ import annotations
 
 import json
+import sys
 from itertools import pairwise
 from typing import Any
 
@@ -196,8 +197,16 @@ class PathTree:
             if grows:
                 self.growing[path] = text
         else:
+            try:
+                written = 4 if value is None or type(value) is bool else len(repr(value))
+            except ValueError as exc:
+                # Python refuses to write an int past sys.get_int_max_str_digits() digits.
+                raise PathError(
+                    f"the path {_shown(path)} sets an integer of more than "
+                    f"{sys.get_int_max_str_digits()} digits"
+                ) from exc
             self._put(node, step, value)
-            self.size += 4 if value is None or type(value) is bool else len(repr(value))
+            self.size += written
 
     def text(self) -> str:
         """The object as JSON text (rule 4)."""

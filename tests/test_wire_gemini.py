@@ -998,3 +998,14 @@ def test_a_broken_value_anywhere_is_a_typed_error_or_a_turn(name: str, data: Any
             continue
         assert isinstance(turn, rt.AssistantTurn)
         json.dumps(turn.to_message())
+
+
+@pytest.mark.parametrize("path", ["$.n", "$.a[0]", "$.deep.n"])
+def test_an_integer_too_long_to_write_set_by_path_is_a_typed_error(path: str) -> None:
+    big = 10**5000
+    events = [g_response(g_open("f")), g_response(g_arg(path, big)), g_response(G_CLOSE), g_stop()]
+    for run in (turn_of, rx_turn):
+        with pytest.raises(rt.MalformedChunkError) as caught:
+            run(events)
+        assert "digits" in str(caught.value)
+        assert caught.value.name == "f"
