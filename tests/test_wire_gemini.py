@@ -1009,3 +1009,31 @@ def test_an_integer_too_long_to_write_set_by_path_is_a_typed_error(path: str) ->
             run(events)
         assert "digits" in str(caught.value)
         assert caught.value.name == "f"
+
+
+@pytest.mark.parametrize(
+    "blocked",
+    [
+        {"promptFeedback": {"blockReason": "SAFETY"}},
+        {"candidates": [], "promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}},
+        {"candidates": None, "promptFeedback": {"blockReason": "OTHER"}},
+    ],
+    ids=["no-candidates-key", "empty-candidates", "null-candidates"],
+)
+def test_a_blocked_prompt_is_filtered_never_retried(blocked: dict[str, Any]) -> None:
+    for run in (turn_of, rx_turn):
+        with pytest.raises(rt.ContentFilteredError) as caught:
+            run([{**blocked, "usageMetadata": {"promptTokenCount": 3}}])
+        assert caught.value.finish_reason == blocked["promptFeedback"]["blockReason"]
+    opened: list[Any] = []
+
+    def open_stream(messages: list[Any]) -> Any:
+        opened.append(messages)
+        return reactivex.from_iterable([blocked])
+
+    errors: list[Exception] = []
+    rt.agent_loop(open_stream, {}, [{"role": "user", "parts": [{"text": "hi"}]}], backoff=0.0).pipe(
+        ops.to_list()
+    ).subscribe(on_error=errors.append)
+    assert [type(e) for e in errors] == [rt.ContentFilteredError]
+    assert len(opened) == 1

@@ -712,14 +712,16 @@ class GeminiReader(_Parts):
         usage = data.get("usageMetadata")
         if usage is not None:
             self.usage = as_dict(usage)
-        if candidates is None:
-            if "choices" in data or "type" in data:
+        if not candidates:
+            if candidates is None and ("choices" in data or "type" in data):
                 raise MalformedChunkError(
                     "a Chat, Responses or Anthropic event in a Gemini stream: one stream "
                     "speaks one wire"
                 )
+            # A blocked prompt has no candidates, whether the key is absent, null or [].
             self._prompt_feedback(data.get("promptFeedback"))
-            return _NO_EVENTS
+            if candidates is None:
+                return _NO_EVENTS
         if not isinstance(candidates, list):
             raise MalformedChunkError(f"candidates must be a list, got {type(candidates).__name__}")
         started: list[ToolCallStarted] = []
