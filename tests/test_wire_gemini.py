@@ -1037,3 +1037,42 @@ def test_a_blocked_prompt_is_filtered_never_retried(blocked: dict[str, Any]) -> 
     ).subscribe(on_error=errors.append)
     assert [type(e) for e in errors] == [rt.ContentFilteredError]
     assert len(opened) == 1
+
+
+# -- made-up ids: the same for every subscriber of one stream -----------------------------------
+
+
+@pytest.mark.parametrize("name", GEMINI)
+def test_two_subscribers_of_one_stream_make_the_same_ids(name: str) -> None:
+    events = load_wire("gemini", name)
+    published = reactivex.from_iterable(events).pipe(ops.publish())
+    started: list[rt.ToolCallStarted] = []
+    turns: list[rt.AssistantTurn] = []
+    published.pipe(rt.progress()).subscribe(started.append)
+    published.pipe(rt.assemble()).subscribe(turns.append)
+    published.pipe(rt.assemble()).subscribe(turns.append)
+    published.connect()
+    first, second = turns
+    assert [c.id for c in first.tool_calls] == [c.id for c in second.tool_calls]
+    assert [s.id for s in started] == [c.id for c in first.tool_calls]
+    assert [c.id for c in turn_of(events).tool_calls] == [c.id for c in first.tool_calls]
+
+
+def test_ids_made_from_the_response_id_differ_between_responses_and_places() -> None:
+    def turn(response_id: str | None) -> list[str]:
+        events = [
+            g_response(g_call("f", {}), g_call("f", {})),
+            g_response(g_open("g")),
+            g_response(G_CLOSE),
+            g_stop(),
+        ]
+        if response_id is not None:
+            events = [{**event, "responseId": response_id} for event in events]
+        return [c.id for c in turn_of(events).tool_calls]
+
+    first, again, other = turn("resp-1"), turn("resp-1"), turn("resp-2")
+    assert first == again
+    assert len(set(first + other)) == 6
+    assert all(SYNTHESIZED.fullmatch(i) for i in first + other)
+    # Without a response id nothing ties two readers together: each draws its own.
+    assert len(set(turn(None) + turn(None))) == 6

@@ -8,7 +8,9 @@ Rules (``GeminiReader.feed``):
    keyed by its ``index`` (0 when absent); its parts are in ``content.parts``.
 2. A ``functionCall`` part that has a ``name`` opens a call. Calls have no key on this wire:
    their order of appearance within the candidate is their ``index``. The ``id`` the model
-   sent is kept; without one an id unique across conversations is made (``synthesized_id``).
+   sent is kept; without one an id unique across conversations is made (``synthesized_id``):
+   from the response's ``responseId`` and the call's place when the stream carries one, so
+   every reader of one stream makes the same ids; drawn at random when it does not.
 3. A call sent whole (``{name, args}``) is complete at once; ``args`` is an object, written
    as the call's arguments text, so the limits see its serialized size. A bare ``{name}``
    has no arguments (``{}``).
@@ -40,6 +42,7 @@ Rules (``GeminiReader.feed``):
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, cast
@@ -220,7 +223,15 @@ class _Candidate:
 class _Parts(Core):
     """The parts of each candidate: text, thoughts, whole and streamed calls."""
 
-    __slots__ = ("_candidates", "_copy_depth", "_first", "_max_calls", "_next_id", "_whole_ok")
+    __slots__ = (
+        "_candidates",
+        "_copy_depth",
+        "_first",
+        "_max_calls",
+        "_next_id",
+        "_response_id",
+        "_whole_ok",
+    )
 
     def __init__(
         self,
@@ -235,6 +246,8 @@ class _Parts(Core):
         # Candidate 0, read by the fast paths (nearly every stream has no other).
         self._first: _Candidate | None = None
         self._next_id: int | None = None
+        # The ``responseId`` of the response being read on the full path (made-up ids).
+        self._response_id: object = None
         # Deeper objects are parsed at the close (a copy this deep would recurse far).
         self._copy_depth = min(policy.limits.max_depth, _COPY_DEPTH)
         self._max_calls = policy.limits.max_calls
@@ -338,7 +351,12 @@ class _Parts(Core):
         if given is None:
             self._count("synthesized_id")
         call = self._open(
-            state, candidate.calls, given or self._new_id(), "function", name, provisional=True
+            state,
+            candidate.calls,
+            given or self._new_id(self._response_id),
+            "function",
+            name,
+            provisional=True,
         )
         call.closed = False
         candidate.calls += 1
@@ -404,13 +422,21 @@ class _Parts(Core):
         self._held()
         return super()._all_calls()
 
-    def _new_id(self) -> str:
-        """An id as ``new_call_id`` makes, but one random draw per turn: its calls count on."""
+    def _new_id(self, response_id: object) -> str:
+        """An id of ``new_call_id``'s shape; the turn's calls count on from one first draw.
+
+        The draw is a hash of ``response_id`` when it is a non-empty string (every reader of
+        the stream makes the same ids, and another response other ones), else random.
+        """
         # Per turn, not once per process: a process cloned from a memory snapshot (Lambda
         # SnapStart) would repeat a process-wide count, not the kernel's random bytes.
         drawn = self._next_id
         if drawn is None:
-            drawn = int.from_bytes(os.urandom(12))
+            if type(response_id) is str and response_id:
+                key = response_id.encode("utf-8", "surrogatepass")
+                drawn = int.from_bytes(hashlib.blake2b(key, digest_size=12).digest())
+            else:
+                drawn = int.from_bytes(os.urandom(12))
         self._next_id = (drawn + 1) & _ID_BITS
         # The 24 hex digits of f"{drawn:024x}", at half its cost.
         return "call_" + drawn.to_bytes(12).hex()
@@ -594,7 +620,7 @@ class GeminiReader(_Parts):
                 self.usage = usage
             return _NO_EVENTS
         if function_call is not None:
-            started = self._whole_call(first, candidate, function_call)
+            started = self._whole_call(first, candidate, function_call, event)
         elif "finishReason" in candidate:
             started = self._last(first, candidate, part)
         else:
@@ -606,7 +632,11 @@ class GeminiReader(_Parts):
         return started
 
     def _whole_call(
-        self, first: _Candidate | None, candidate: dict[str, Any], function_call: object
+        self,
+        first: _Candidate | None,
+        candidate: dict[str, Any],
+        function_call: object,
+        event: dict[str, Any],
     ) -> Sequence[ToolCallStarted] | None:
         """Rule 3 for one call sent whole in candidate 0, or ``None``."""
         if type(function_call) is not dict:
@@ -647,7 +677,7 @@ class GeminiReader(_Parts):
         first.calls = number + 1
         # The part as the turn's items show it, made now: its call is complete already.
         if given is None:
-            given = self._new_id()
+            given = self._new_id(event.get("responseId"))
             counts = self.normalizations
             counts["synthesized_id"] = counts.get("synthesized_id", 0) + 1
             first.parts.append({"functionCall": {"name": name, "args": parsed}})
@@ -703,6 +733,7 @@ class GeminiReader(_Parts):
         if isinstance(event, str) and event.strip() == "[DONE]":
             return _NO_EVENTS
         data = _data(event)
+        self._response_id = data.get("responseId")
         error = data.get("error")
         if error is not None:
             source = error if isinstance(error, dict) else data
