@@ -20,7 +20,10 @@
    JSON object (no ``NaN``/``Infinity``, no number that overflows to infinity): text ending
    inside a value is a ``TruncatedToolCallError`` whatever the finish says, anything else an
    ``InvalidArgumentsError``. Free-form calls (``json=False``) are kept as text.
-5. Everything is computed before anything is returned: all calls of all choices, or one error.
+5. No two calls of a choice share an id (each answer pairs with one call): a repeat is a
+   ``MalformedChunkError``; under ``synthesize_missing_ids`` it gets the call's index as a
+   suffix instead (``renamed_duplicate_ids``), in the calls and in the turn's items alike.
+6. Everything is computed before anything is returned: all calls of all choices, or one error.
 """
 
 from __future__ import annotations
@@ -457,7 +460,7 @@ def build_turns(
     policy: Policy = DEFAULT,
     known: Mapping[tuple[int, int, int], dict[str, Any]] | None = None,
 ) -> tuple[AssistantTurn, ...]:
-    """Parse every buffer once and build one turn per choice (rules 4-5), or raise.
+    """Parse every buffer once and build one turn per choice (rules 4-6), or raise.
 
     ``known``: values that parsing some buffers' arguments gives, by (choice index, index,
     order), from the reader that wrote those arguments; they are taken instead.
@@ -470,12 +473,18 @@ def build_turns(
     finish = {choice.index: choice.finish_reason for choice in end.choices}
     by_choice: dict[int, list[ToolCall]] = {}
     built: dict[tuple[int, int], ToolCall] = {}
+    ids: dict[int, set[str]] = {}
     for buffer in sorted(buffers, key=_ORDER):
         parsed = known.get((buffer.choice_index, buffer.index, buffer.order)) if known else None
         call = _complete(buffer, policy, finish.get(buffer.choice_index), count, parsed)
-        built[buffer.choice_index, buffer.index] = call
         if not buffer.server:
+            taken = ids.setdefault(buffer.choice_index, set())
+            if call.id in taken:
+                call = _renamed(call, buffer, taken, policy, finish.get(buffer.choice_index))
+                count("renamed_duplicate_ids")
+            taken.add(call.id)
             by_choice.setdefault(buffer.choice_index, []).append(call)
+        built[buffer.choice_index, buffer.index] = call
     legacy: dict[int, ToolCall] = {}
     for choice in end.choices:
         if choice.function_call is not None:
@@ -508,6 +517,27 @@ def build_turns(
         )
         for choice in end.choices
     )
+
+
+def _renamed(
+    call: ToolCall,
+    buffer: ToolCallBuffer,
+    taken: set[str],
+    policy: Policy,
+    finish_reason: str | None,
+) -> ToolCall:
+    """``call`` under an id no earlier call of its choice has (rule 5), or raise."""
+    if not policy.synthesize_missing_ids:
+        raise MalformedChunkError(
+            f"{_where_buffer(buffer)}: its id {clip(call.id, 64)!r} is an earlier call's too; "
+            f"each call needs its own (an answer pairs with one call)",
+            hint="retry the request; the lenient policy (synthesize_missing_ids) renames it",
+            **_at_buffer(buffer, finish_reason),
+        )
+    new_id = call.id
+    while new_id in taken:
+        new_id = f"{new_id}_{call.index}"
+    return replace(call, id=new_id)
 
 
 def every_turn(turns: tuple[AssistantTurn, ...]) -> tuple[AssistantTurn, ...]:

@@ -155,6 +155,13 @@ def _discard(_piece: str) -> None:
     """Drop an argument piece nobody keeps (progress only, or a group nobody subscribed to)."""
 
 
+def _differs_at(a: str, b: str) -> int:
+    """The first position where ``a`` and ``b`` differ (a message says where, never what)."""
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
 class Call:
     """Mutable state of one tool call while the stream is open."""
 
@@ -804,7 +811,8 @@ class _Calls(_State):
         if not self._policy.final_arguments_win:
             raise MalformedChunkError(
                 f"{_where(state.index, call.index, call.name)}: {source} says the arguments "
-                f"are {excerpt(value)}, but the pieces streamed before say {excerpt(so_far)}",
+                f"are {len(value):,} characters that differ from the {len(so_far):,} the "
+                f"pieces streamed before, from character {_differs_at(value, so_far):,}",
                 hint="the lenient policy (final_arguments_win) takes the final value",
                 **_at(call),
             )

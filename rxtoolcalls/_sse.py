@@ -20,7 +20,6 @@ from ._errors import (
     LimitExceededError,
     MalformedChunkError,
     ProviderError,
-    excerpt,
     provider_error,
 )
 from ._policy import Limits
@@ -443,7 +442,8 @@ def _provider_error(payload: Any, raw: str) -> ProviderError:
 def load_json(text: str | bytes, what: str = "the text") -> Any:
     """Parse one JSON text; anything that is not one is a ``MalformedChunkError``.
 
-    Bounded in what it reports (an excerpt, never the text) and in what it raises: nesting
+    Bounded in what it reports (a position and a size, never the text, which may hold
+    arguments) and in what it raises: nesting
     past the parser's recursion limit and integers past 4300 digits are typed errors too.
     ``what`` names the text in the message ("line 3", "an event's data"). With the ``fast``
     extra installed msgspec parses first; the value and the errors are the standard
@@ -471,8 +471,8 @@ def load_json_stdlib(text: str | bytes, what: str = "the text") -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise MalformedChunkError(
-            f"{what} is not JSON ({exc.msg.removesuffix(' at')} at character {exc.pos}): "
-            f"{excerpt(text, 16)}"
+            f"{what} is not JSON ({exc.msg.removesuffix(' at')} at character {exc.pos} of "
+            f"{len(text):,})"
         ) from exc
     except RecursionError as exc:
         raise MalformedChunkError(f"{what} nests deeper than the JSON parser allows") from exc
@@ -510,7 +510,9 @@ def chunk_from_event(event: ServerSentEvent) -> dict[str, Any] | object | None:
         if event_name == "error":
             raise _provider_error(payload, data)
         if not isinstance(payload, dict):
-            raise MalformedChunkError(f"an event's data is not a JSON object: {excerpt(data)}")
+            raise MalformedChunkError(
+                f"an event's data is not a JSON object: a {type(payload).__name__}"
+            )
     if payload.get("error") is not None or payload.get("object") == "error":
         raise _provider_error(payload, data)
     return payload

@@ -68,7 +68,7 @@ def identifies(kind: str) -> bool:
 
 def _render_call(block: dict[str, Any]) -> Callable[[ToolCall], dict[str, Any]]:
     def render(call: ToolCall) -> dict[str, Any]:
-        return {**block, "input": call.parsed_arguments}
+        return {**block, "id": call.id, "input": call.parsed_arguments}
 
     return render
 

@@ -386,8 +386,9 @@ class _Deltas(_Fragments):
             )
             if (name is not None and name not in names) or (piece and piece != pieces):
                 raise MalformedChunkError(
-                    f"choice {state.index}: the legacy function_call ({excerpt(name)}, "
-                    f"{excerpt(piece)}) contradicts the tool_calls of the same delta",
+                    f"choice {state.index}: the legacy function_call (name {excerpt(name)}, "
+                    f"{len(piece) if isinstance(piece, str) else 0:,} argument characters) "
+                    f"contradicts the tool_calls of the same delta",
                     choice_index=state.index,
                 )
             self._count("ignored_function_call_mirror")

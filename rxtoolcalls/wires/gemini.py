@@ -490,7 +490,8 @@ class _Parts(Core):
             ):
                 raise _malformed(
                     call,
-                    f"numberValue must be a finite number, got {excerpt(value)}",
+                    f"numberValue must be a finite number, got "
+                    f"{'a non-finite float' if type(value) is float else type(value).__name__}",
                 )
             self.set_path(
                 call, fragment.get("jsonPath"), value, fragment.get("willContinue") is True
@@ -832,6 +833,8 @@ class GeminiReader(_Parts):
         tools = self._policy.tools
         if tools is not None and any(call.name not in tools for call in calls):
             return None  # tools changed since: the general close says which is unknown
+        if len({call.id for call in calls}) != len(calls):
+            return None  # two share an id: the general close refuses or renames it
         self._closed = True
         self.stop()
         # No CallItem: one is made only with a call of the core's, and there is none. The

@@ -57,7 +57,10 @@ def identifies(kind: str) -> bool:
 
 def _render_call(item: dict[str, Any], field: str) -> Callable[[ToolCall], dict[str, Any]]:
     def render(call: ToolCall) -> dict[str, Any]:
-        # The item as sent (namespace, status, ids), with the arguments as assembled.
+        # The item as sent (namespace, status, ids), with the arguments as assembled, and the
+        # call's id (renamed when another call had it).
+        if "call_id" in item:
+            return {**item, "call_id": call.id, field: call.arguments}
         return {**item, field: call.arguments}
 
     return render
@@ -351,12 +354,22 @@ class ResponsesReader(_Items):
     def _placed(self, items: list[dict[str, Any]]) -> list[int]:
         """The output_index of each item of a terminal ``output`` list.
 
-        A call is found by its ``call_id``, another item by its ``id``; an item found by
-        neither takes its position when that holds nothing or an item of its type, else the
-        next free index. Proxies send ``output`` without items they streamed (a reasoning
-        item before a call), so a position alone cannot say which item it is.
+        A call is found by its ``call_id`` (one no other call has), another item by its
+        ``id``; an item found by neither takes its position when that holds nothing or an
+        item of its type, else the next free index. Proxies send ``output`` without items
+        they streamed (a reasoning item before a call), so a position alone cannot say which
+        item it is.
         """
-        calls = {c.id: i for i, c in self._calls0.items() if type(c.id) is str}
+        calls: dict[str, int] = {}
+        shared: set[str] = set()
+        for i, c in self._calls0.items():
+            if type(c.id) is str:
+                if c.id in calls:
+                    shared.add(c.id)
+                calls.setdefault(c.id, i)
+        # A call_id two calls share places neither (the close refuses or renames it).
+        for call_id in shared:
+            del calls[call_id]
         ids: dict[str, int] = {}
         for at, known in self._items.items():
             ident = known.get("id")
