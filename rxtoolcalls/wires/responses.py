@@ -368,8 +368,8 @@ class ResponsesReader(_Items):
                     shared.add(c.id)
                 calls.setdefault(c.id, i)
         # A call_id two calls share places neither (the close refuses or renames it).
-        for call_id in shared:
-            del calls[call_id]
+        for repeated in shared:
+            del calls[repeated]
         ids: dict[str, int] = {}
         for at, known in self._items.items():
             ident = known.get("id")
