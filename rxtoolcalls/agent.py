@@ -56,11 +56,10 @@ from ._types import (
     AssistantTurn,
     ToolCall,
     ToolCallStarted,
-    Wire,
     made_up_ids,
     tool_content,
 )
-from .transcript import answer_text, answered_calls, canonical_arguments, transcript_wire
+from .transcript import OpenTurn, open_turn, with_answers
 
 __all__ = [
     "AgentEvent",
@@ -116,8 +115,8 @@ class TurnFinished:
 class ToolCallFinished:
     """A tool returned (``content`` is what the model will read), or failed (``error``).
 
-    ``reused`` is true when the call id was already in the ledger (or answered in the given
-    messages): the tool did not run again and ``content`` is the recorded answer.
+    ``reused`` is true when the call was already in the ledger, or answered in the given
+    messages (a resumed turn): the tool did not run again and ``content`` is that answer.
     """
 
     call: ToolCall
@@ -188,30 +187,14 @@ def _ledger_key(turn: int, call: ToolCall, made_up: bool = False) -> str:
     return json.dumps([call.id, turn, call.name, digest])
 
 
-def _answered(messages: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], str]:
-    """The tool answers already in a transcript of any wire, by the call they answer."""
-    wire = transcript_wire(messages)
-    text = _content if wire == "chat" else answer_text
-    return {key: text(value) for key, value in answered_calls(messages).items()}
-
-
-def _answered_key(call: ToolCall, wire: Wire) -> tuple[str, str, str]:
-    """The key ``_answered`` gives the answer to ``call`` (Anthropic, Gemini inputs by value)."""
-    if wire in ("anthropic", "gemini"):
-        return (call.id, call.name, canonical_arguments(call.parsed_arguments))
-    return (call.id, call.name, call.arguments)
-
-
 def _as_list(message: Any) -> list[Message]:
     """``to_message()``'s value as entries of the transcript (Responses gives a list)."""
     return list(message) if isinstance(message, list) else [message]
 
 
-def _exchange(
-    turn: AssistantTurn, finished: Sequence[ToolCallFinished], empty_content: str | None
-) -> list[Message]:
-    """The turn and its answers in the turn's wire; Anthropic marks failed calls ``is_error``."""
-    entries = turn.exchange([event.content for event in finished], empty_content)
+def _answers(turn: AssistantTurn, finished: Sequence[ToolCallFinished]) -> list[Message]:
+    """The answers to the turn's calls in its wire; Anthropic marks failed calls ``is_error``."""
+    entries = turn.tool_messages([event.content for event in finished])
     if turn.wire == "anthropic":
         failed = {event.call.id for event in finished if event.error is not None}
         for block in entries[-1]["content"] if failed else ():
@@ -270,7 +253,7 @@ class _Settings:
     policy: Policy
     empty_content: str | None
     ledger: Ledger
-    answered: Mapping[tuple[str, str, str], str]
+    resumed: OpenTurn | None
 
 
 class _OnLoop:
@@ -376,7 +359,6 @@ class _Conversation:
         self.on_loop = on_loop
         self.current = SerialDisposable()
         self.transcript = [dict(m) for m in settings.messages]
-        self.answered = settings.answered
         self.lock = threading.Lock()
         self.done = False
         self.stopping = threading.Event()
@@ -457,8 +439,52 @@ class _Conversation:
     # -- turns ------------------------------------------------------------------------------
 
     def start(self) -> abc.DisposableBase:
-        self.step(lambda: self.stream_turn(1, 0))
+        resumed = self.s.resumed
+        if resumed is None:
+            self.step(lambda: self.stream_turn(1, 0))
+        else:
+            self.step(lambda: self.resume(resumed))
         return Disposable(self.dispose)
+
+    def resume(self, resumed: OpenTurn) -> None:
+        """Answer the calls the given messages' last turn lacks answers for, then stream."""
+        turn = resumed.turn
+        made_up = made_up_ids(turn)
+        results = [
+            reactivex.return_value(ToolCallFinished(call, resumed.answers[call.id], reused=True))
+            if call.id in resumed.answers
+            # Turn 0 in the ledger: the given messages' turn, before the loop's first.
+            else self.dispatch(0, call, call.id in made_up)
+            for call in turn.tool_calls
+        ]
+        self.await_all(results, lambda finished: self.resumed_turn(resumed, finished))
+
+    def resumed_turn(self, resumed: OpenTurn, finished: Sequence[ToolCallFinished]) -> None:
+        for event in finished:
+            if not self.emit(event):
+                return
+        new = [event for event in finished if event.call.id not in resumed.answers]
+        lacking = replace(resumed.turn, tool_calls=tuple(event.call for event in new))
+        self.transcript = with_answers(self.transcript, _answers(lacking, new))
+        self.step(lambda: self.stream_turn(1, 0))
+
+    def await_all(
+        self,
+        results: Sequence[Observable[ToolCallFinished]],
+        then: Callable[[Sequence[ToolCallFinished]], None],
+    ) -> None:
+        """Run ``then`` with every call's answer, in call order, once all have come."""
+        holder = SerialDisposable()
+        self.current.disposable = holder
+        holder.disposable = (
+            reactivex.fork_join(*results)
+            .pipe(ops.first())
+            .subscribe(
+                lambda finished: self.post(lambda: then(finished)),
+                lambda error: self.post(lambda: self.fail(error)),
+                scheduler=self.scheduler,
+            )
+        )
 
     def stream_turn(self, number: int, attempt: int) -> None:
         try:
@@ -550,20 +576,8 @@ class _Conversation:
             self.step(lambda: self.stream_turn(number + 1, 0))
             return
         made_up = made_up_ids(turn)
-        results = [
-            self.dispatch(number, call, turn.wire, call.id in made_up) for call in turn.tool_calls
-        ]
-        holder = SerialDisposable()
-        self.current.disposable = holder
-        holder.disposable = (
-            reactivex.fork_join(*results)
-            .pipe(ops.first())
-            .subscribe(
-                lambda finished: self.post(lambda: self.answered_turn(number, turn, finished)),
-                lambda error: self.post(lambda: self.fail(error)),
-                scheduler=self.scheduler,
-            )
-        )
+        results = [self.dispatch(number, call, call.id in made_up) for call in turn.tool_calls]
+        self.await_all(results, lambda finished: self.answered_turn(number, turn, finished))
 
     def answered_turn(
         self, number: int, turn: AssistantTurn, finished: Sequence[ToolCallFinished]
@@ -571,18 +585,16 @@ class _Conversation:
         for event in finished:
             if not self.emit(event):
                 return
-        self.transcript.extend(_exchange(turn, finished, self.s.empty_content))
+        self.transcript.extend(_as_list(turn.to_message(self.s.empty_content)))
+        self.transcript.extend(_answers(turn, finished))
         self.step(lambda: self.stream_turn(number + 1, 0))
 
     # -- tools ------------------------------------------------------------------------------
 
-    def dispatch(
-        self, number: int, call: ToolCall, wire: Wire, made_up: bool
-    ) -> Observable[ToolCallFinished]:
+    def dispatch(self, number: int, call: ToolCall, made_up: bool) -> Observable[ToolCallFinished]:
         """The call's answer: its tool's run, or the one recorded, decided when it starts."""
         ledger = self.s.ledger
         key = _ledger_key(number, call, made_up)
-        answered = self.answered.get(_answered_key(call, wire))
         tool = self.s.tools.get(call.name)
         recorded: object = _UNKNOWN
 
@@ -592,7 +604,7 @@ class _Conversation:
                 if self.done:
                     return False
                 with _LEDGER_LOCK:
-                    recorded = answered if answered is not None else ledger.get(key, _UNKNOWN)
+                    recorded = ledger.get(key, _UNKNOWN)
                     if recorded is _UNKNOWN and tool is not None:
                         ledger[key] = None  # at most once, even if the result never comes
             return recorded is _UNKNOWN and tool is not None
@@ -710,12 +722,18 @@ def agent_loop(
       unless given; keys are opaque) when its tool starts, then with its answer. A call is its
       id, turn number, name and arguments (some providers reuse ids in every turn; a Gemini
       call sent without an id is its place in the turn instead). A call already in the
-      ledger, or already answered in ``messages`` (on any wire), is not run again: it gets
-      the recorded answer (``ToolCallFinished.reused``), or an error message when its
-      result was never recorded. So ``agent_loop(…, ledger=done).pipe(ops.retry(3))``
-      re-streams but never re-runs a call; to resume instead, start a new loop from the
-      messages so far. Two calls of one turn sharing an id are a ``MalformedChunkError``
-      (``LENIENT``, with ``synthesize_missing_ids``, renames the second).
+      ledger is not run again: it gets the recorded answer (``ToolCallFinished.reused``), or
+      an error message when its result was never recorded. So ``agent_loop(…,
+      ledger=done).pipe(ops.retry(3))`` re-streams but never re-runs a call. Two calls of
+      one turn sharing an id are a ``MalformedChunkError`` (``LENIENT``, with
+      ``synthesize_missing_ids``, renames the second).
+    - Resuming: ``messages`` that stop in a turn (its calls, then only answers to some of
+      them) are finished first: the calls without answers run, the others come as
+      ``reused`` with the answer given, the new answers go where the wire pairs them (after
+      the turn's answers, in the same Anthropic user message or Gemini content), and then
+      the loop streams. An answer counts for the turn it follows only: a call of a new turn
+      runs even when an earlier one had its id (TGI numbers calls ``"0"``… in every turn).
+      A turn the conversation went on after is left as it is (``repair_transcript``).
     - An unknown tool, a tool that raises, or arguments against its schema become a tool
       message the model can read (``tool_errors="message"``) or a ``ToolExecutionError``.
     - After ``max_turns`` turns that all asked for tools (or paused): ``TurnLimitError``.
@@ -727,7 +745,8 @@ def agent_loop(
       to what delivered it (``subscribe()``, the asyncio loop's exception handler, a thread).
     - ``max_turns`` and ``retries`` are ints, ``backoff`` a finite number of seconds:
       anything else is a ``TypeError`` or ``ValueError`` at the call, as are ``messages``
-      that mix the shapes of two wires.
+      that mix the shapes of two wires, or stop in a turn with a call that cannot run (no
+      name, arguments that are not a JSON object).
 
     Where each step runs, and where async tools run: see the module docstring (``scheduler``
     overrides the subscription's).
@@ -750,7 +769,7 @@ def agent_loop(
         policy=resolve_policy(policy, require_finish_reason),
         empty_content=empty_content,
         ledger=ledger if ledger is not None else {},
-        answered=_answered(given),
+        resumed=open_turn(given),
     )
 
     def subscribe(

@@ -15,15 +15,18 @@ The shape is read from the messages themselves:
   quotes one, else by ``name``, in order.
 
 A transcript holding markers of two shapes is a ``ValueError``; one with none is read as Chat.
+An answer counts only where it stands: an answer to an earlier turn answers no later call,
+whatever its id (TGI numbers calls ``"0"``, ``"1"``… in every turn).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._types import Wire
+from ._types import AssistantTurn, ToolCall, Wire
 
 __all__ = ["CANCELLED", "find_unanswered", "repair_transcript", "transcript_wire"]
 
@@ -123,26 +126,105 @@ def repair_transcript(
     return _chat_repair(messages, mode)
 
 
-def answered_calls(messages: Messages) -> dict[tuple[str, str, str], object]:
-    """The answers already in a transcript, by the (id, name, arguments) of the call.
+@dataclass(frozen=True, slots=True)
+class OpenTurn:
+    """The last turn of a transcript, some of its calls unanswered, only answers after it.
 
-    Anthropic and Gemini arguments are the input as canonical JSON (``canonical_arguments``).
-    A Gemini answer is its ``response``, or the ``output`` it holds alone; only calls with an
-    id are listed (another turn's call cannot be told apart from them without one).
+    ``turn`` holds its calls (a Gemini call sent without an id gets one made up, as the
+    reader does); ``answers`` the answers it has, as text, by call id.
+    """
+
+    turn: AssistantTurn
+    answers: Mapping[str, str]
+
+
+def open_turn(messages: Messages) -> OpenTurn | None:
+    """The turn the messages stopped in: the last, if it lacks answers and only answers follow.
+
+    ``None`` otherwise: a turn the conversation went on after (a user message, another turn)
+    is ``repair_transcript``'s. ``ValueError`` when a call of the turn has arguments that are
+    not a JSON object, or the messages show the shapes of two wires.
     """
     wire = transcript_wire(messages)
     if wire == "responses":
-        return _responses_answered(messages)
-    if wire == "anthropic":
-        return _anthropic_answered(messages)
-    if wire == "gemini":
-        return _gemini_answered(messages)
-    return _chat_answered(messages)
+        found = _responses_open(messages)
+    elif wire == "anthropic":
+        found = _anthropic_open(messages)
+    elif wire == "gemini":
+        found = _gemini_open(messages)
+    else:
+        found = _chat_open(messages)
+    if found is None:
+        return None
+    asked, items, answers = found
+    if all(call[2] in answers for call in asked):
+        return None
+    calls = tuple(_resumed_call(*call) for call in asked)
+    turn = AssistantTurn(tool_calls=calls, wire=wire, items=items)
+    return OpenTurn(turn, {c.id: answers[c.id] for c in calls if c.id in answers})
 
 
-def canonical_arguments(value: object) -> str:
-    """Arguments as one canonical JSON text, to compare values rather than spellings."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+def with_answers(messages: Messages, answers: Messages) -> list[dict[str, Any]]:
+    """``messages``, ending with an ``open_turn``, with ``answers`` to its other calls.
+
+    ``answers`` are in the wire's shape (``tool_messages``). They go after the answers the
+    turn has: into the same user message on Anthropic, into the same content on Gemini (all
+    of the turn's answers in call order there).
+    """
+    out = [dict(message) for message in messages]
+    added = [dict(answer) for answer in answers]
+    wire = transcript_wire(messages)
+    if not added or len(out) < 2:
+        return [*out, *added]
+    last = out[-1]
+    if wire == "anthropic" and last.get("role") == "user":
+        last["content"] = [*last["content"], *added[0]["content"]]
+        return out
+    if wire == "gemini" and not _is_model(last):
+        parts = [*last["parts"], *added[0]["parts"]]
+        taken = _match(_function_calls(out[-2]), parts)
+        answering = [taken[at] for at in sorted(taken)]
+        others = set(range(len(parts))) - set(answering)
+        last["parts"] = [parts[at] for at in [*answering, *sorted(others)]]
+        return out
+    return [*out, *added]
+
+
+# A call as a transcript holds it: its message's position, index, id, name, arguments,
+# type and item id (``_resumed_call``'s arguments).
+_Asked = tuple[int, int, str, object, object, str, str | None]
+# What each wire's reading of an open turn gives: its calls, its items, its answers by id.
+_Found = tuple[list[_Asked], tuple[dict[str, Any], ...], dict[str, str]]
+
+
+def _resumed_call(
+    at: int,
+    index: int,
+    call_id: str,
+    name: object,
+    arguments: object,
+    kind: str,
+    item_id: str | None,
+) -> ToolCall:
+    """Call ``index`` of the turn at position ``at``, as the loop runs it."""
+    if not isinstance(name, str):
+        raise ValueError(f"message {at}: call {call_id[:64]!r} has no name; it cannot be run")
+    if kind == "custom":
+        text = arguments if isinstance(arguments, str) else ""
+        return ToolCall(index, call_id, name, text, {}, kind, item_id)
+    parsed: object = arguments
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            parsed = None
+    if not isinstance(parsed, dict):
+        raise ValueError(
+            f"message {at}: the arguments of call {call_id[:64]!r} ({name[:64]}) are not a "
+            f"JSON object; it cannot be run"
+        )
+    text = arguments if isinstance(arguments, str) else json.dumps(parsed, default=str)
+    return ToolCall(index, call_id, name, text, parsed, kind, item_id)
 
 
 def answer_text(value: object) -> str:
@@ -220,18 +302,26 @@ def _chat_repair(messages: Messages, mode: str) -> list[dict[str, Any]]:
     return out
 
 
-def _chat_answered(messages: Messages) -> dict[tuple[str, str, str], object]:
-    asked: dict[str, tuple[str, str]] = {}
-    answers: dict[tuple[str, str, str], object] = {}
-    for message in messages:
-        for entry in _tool_calls(message):
-            function = entry.get("function") if isinstance(entry, Mapping) else None
-            if isinstance(function, Mapping) and isinstance(entry.get("id"), str):
-                asked[entry["id"]] = (str(function.get("name")), str(function.get("arguments")))
-        call_id = message.get("tool_call_id")
-        if message.get("role") == "tool" and isinstance(call_id, str) and call_id in asked:
-            answers[(call_id, *asked[call_id])] = message.get("content")
-    return answers
+def _chat_open(messages: Messages) -> _Found | None:
+    at = len(messages)
+    while at and messages[at - 1].get("role") == "tool":
+        at -= 1
+    if not at or messages[at - 1].get("role") != "assistant":
+        return None
+    at -= 1
+    answers: dict[str, str] = {}
+    for answer in messages[at + 1 :]:
+        call_id = answer.get("tool_call_id")
+        if isinstance(call_id, str):
+            answers.setdefault(call_id, answer_text(answer.get("content")))
+    calls: list[_Asked] = []
+    for index, entry in enumerate(_tool_calls(messages[at])):
+        if isinstance(entry, Mapping) and isinstance(entry.get("id"), str):
+            function = entry.get("function")
+            function = function if isinstance(function, Mapping) else {}
+            name, arguments = function.get("name"), function.get("arguments")
+            calls.append((at, index, entry["id"], name, arguments, "function", None))
+    return calls, (), answers
 
 
 # -- OpenAI Responses -----------------------------------------------------------------------
@@ -314,17 +404,29 @@ def _responses_repair(items: Messages, mode: str) -> list[dict[str, Any]]:
     return out
 
 
-def _responses_answered(items: Messages) -> dict[tuple[str, str, str], object]:
-    asked: dict[str, tuple[str, str]] = {}
-    answers: dict[tuple[str, str, str], object] = {}
-    for item in items:
+def _responses_open(items: Messages) -> _Found | None:
+    turns = _responses_turns(items)
+    if not turns:
+        return None
+    start, end, _, _ = turns[-1]
+    if not all(_is_answer(item) for item in items[end:]):
+        return None
+    answers: dict[str, str] = {}
+    for item in items[end:]:
+        call_id = _text(item.get("call_id"))
+        if call_id is not None:
+            answers.setdefault(call_id, answer_text(item.get("output")))
+    calls: list[_Asked] = []
+    for at in range(start, end):
+        item = items[at]
         call_id = _call_of(item)
         if call_id is not None:
-            field = "arguments" if item.get("type") == "function_call" else "input"
-            asked[call_id] = (str(item.get("name")), str(item.get(field)))
-        elif _is_answer(item) and _text(item.get("call_id")) in asked:
-            answers[(item["call_id"], *asked[item["call_id"]])] = item.get("output")
-    return answers
+            custom = item.get("type") == "custom_tool_call"
+            arguments = item.get("input" if custom else "arguments")
+            kind = "custom" if custom else "function"
+            item_id = _text(item.get("id"))
+            calls.append((at, len(calls), call_id, item.get("name"), arguments, kind, item_id))
+    return calls, tuple(dict(item) for item in items[start:end]), answers
 
 
 # -- Anthropic Messages ---------------------------------------------------------------------
@@ -428,21 +530,30 @@ def _anthropic_repair(messages: Messages, mode: str) -> list[dict[str, Any]]:
     return out
 
 
-def _anthropic_answered(messages: Messages) -> dict[tuple[str, str, str], object]:
-    asked: dict[str, tuple[str, str]] = {}
-    answers: dict[tuple[str, str, str], object] = {}
-    for message in messages:
-        for block in _blocks(message):
-            kind = block.get("type")
-            if kind == "tool_use" and isinstance(block.get("id"), str):
-                asked[block["id"]] = (
-                    str(block.get("name")),
-                    canonical_arguments(block.get("input")),
-                )
-            elif kind == "tool_result" and _text(block.get("tool_use_id")) in asked:
-                call_id = block["tool_use_id"]
-                answers[(call_id, *asked[call_id])] = block.get("content")
-    return answers
+def _anthropic_open(messages: Messages) -> _Found | None:
+    at = len(messages) - 1
+    results: list[Mapping[str, Any]] = []
+    if at >= 0 and messages[at].get("role") == "user":
+        content = messages[at].get("content")
+        if not isinstance(content, list) or not all(
+            isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content
+        ):
+            return None
+        results, at = content, at - 1
+    if at < 0 or not _tool_use_ids(messages[at]):
+        return None
+    answers: dict[str, str] = {}
+    for block in results:
+        call_id = _text(block.get("tool_use_id"))
+        if call_id is not None:
+            answers.setdefault(call_id, answer_text(block.get("content")))
+    blocks = _blocks(messages[at])
+    calls: list[_Asked] = [
+        (at, index, b["id"], b.get("name"), b.get("input"), "function", None)
+        for index, b in enumerate(blocks)
+        if b.get("type") == "tool_use" and isinstance(b.get("id"), str)
+    ]
+    return calls, tuple(dict(block) for block in blocks), answers
 
 
 # -- Gemini ---------------------------------------------------------------------------------
@@ -609,20 +720,34 @@ def _gemini_repair(messages: Messages, mode: str) -> list[dict[str, Any]]:
     return out
 
 
-def _gemini_answered(messages: Messages) -> dict[tuple[str, str, str], object]:
-    answers: dict[tuple[str, str, str], object] = {}
-    for position, message in enumerate(messages):
-        calls = _function_calls(message)
-        if not calls:
-            continue
-        parts = _answer_parts(_answering(messages, position))
-        for at, part_at in _match(calls, parts).items():
-            name, call_id, call = calls[at]
-            response = _response_of(parts[part_at])
-            if call_id is None or response is None:
-                continue
-            value = response.get("response")
-            if isinstance(value, Mapping) and set(value) == {"output"}:
-                value = value["output"]
-            answers[(call_id, name, canonical_arguments(call.get("args", {})))] = value
-    return answers
+def _gemini_open(messages: Messages) -> _Found | None:
+    at = len(messages) - 1
+    parts: list[object] = []
+    if at >= 0 and not _is_model(messages[at]):
+        parts = _answer_parts(messages[at])
+        if not isinstance(messages[at].get("parts"), list) or any(
+            _response_of(part) is None for part in parts
+        ):
+            return None
+        at -= 1
+    found = _function_calls(messages[at]) if at >= 0 else []
+    if not found:
+        return None
+    sent = {call_id for _, call_id, _ in found}
+    calls: list[_Asked] = []
+    for index, (name, call_id, call) in enumerate(found):
+        given = call_id
+        if given is None:
+            # Its place in the turn, not its id, is what the loop's ledger keys on.
+            given = f"call_{index}"
+            while given in sent:
+                given += "_"
+        calls.append((at, index, given, name, call.get("args", {}), "function", None))
+    answers: dict[str, str] = {}
+    for index, part_at in _match(found, parts).items():
+        response = _response_of(parts[part_at])
+        value = None if response is None else response.get("response")
+        if isinstance(value, Mapping) and set(value) == {"output"}:
+            value = value["output"]
+        answers[calls[index][2]] = answer_text(value)
+    return calls, tuple(dict(part) for part in _parts(messages[at])), answers

@@ -345,28 +345,31 @@ def test_the_same_id_in_a_later_turn_is_a_new_call() -> None:
     assert answers == ["sunny in Brooklyn", "sunny in Paris"]
 
 
-def test_ids_answered_in_the_given_messages_are_not_dispatched() -> None:
+def test_calls_answered_in_the_given_messages_last_turn_are_not_dispatched() -> None:
+    # The messages stop in a turn: one call answered, one not. Only the other one runs, and
+    # the first request already holds its answer.
     earlier: list[dict[str, Any]] = [
         *USER,
         {
             "role": "assistant",
             "content": None,
             "tool_calls": [
-                {
-                    "id": "call_pay_1",
-                    "type": "function",
-                    "function": {"name": "pay", "arguments": "{}"},
-                }
+                {"id": call_id, "type": "function", "function": {"name": "pay", "arguments": "{}"}}
+                for call_id in ("call_pay_1", "call_pay_2")
             ],
         },
         {"role": "tool", "tool_call_id": "call_pay_1", "content": "paid earlier"},
     ]
     pay = Counter()
-    script = Script(tool_turn(("call_pay_1", "pay", "{}")), answer())
+    script = Script(answer())
     events = rt.agent_loop(script, {"pay": pay}, earlier).pipe(ops.to_list()).run()
-    assert pay.runs == 0
+    assert pay.runs == 1
     finished = [e for e in events if isinstance(e, rt.ToolCallFinished)]
-    assert [(f.content, f.reused) for f in finished] == [("paid earlier", True)]
+    assert [(f.content, f.reused) for f in finished] == [("paid earlier", True), ("paid", False)]
+    assert script.seen[0] == [
+        *earlier,
+        {"role": "tool", "tool_call_id": "call_pay_2", "content": "paid"},
+    ]
 
 
 def test_two_calls_sharing_an_id_are_a_typed_error() -> None:

@@ -194,17 +194,21 @@ def test_responses_turn_limit() -> None:
 
 
 def test_responses_calls_answered_in_the_given_input_are_not_run_again() -> None:
+    # The input stops in a turn, one call answered: only the other runs, before any request.
     earlier = [
         *USER,
         r_fc_item(0, "call_pay", "pay", '{"amount": 5}'),
+        r_fc_item(1, "call_tip", "pay", '{"amount": 1}'),
         {"type": "function_call_output", "call_id": "call_pay", "output": "paid earlier"},
     ]
     pay = Calls()
-    script = Script(r_turn((0, "call_pay", "pay", '{"amount": 5}')), r_answer())
+    script = Script(r_answer())
     events = events_of(rt.agent_loop(script, {"pay": pay}, earlier))
-    assert pay.seen == []
+    assert pay.seen == [{"amount": 1}]
     finished = [e for e in events if isinstance(e, rt.ToolCallFinished)]
-    assert [(f.content, f.reused) for f in finished] == [("paid earlier", True)]
+    assert [(f.content, f.reused) for f in finished] == [("paid earlier", True), ("ok", False)]
+    output = {"type": "function_call_output", "call_id": "call_tip", "output": "ok"}
+    assert script.seen[0] == [*earlier, output]
 
 
 def test_responses_sdk_events_run_the_loop() -> None:
@@ -390,12 +394,15 @@ def test_anthropic_cut_tool_input_is_not_retried_nor_dispatched() -> None:
 
 
 def test_anthropic_calls_answered_in_the_given_messages_are_not_run_again() -> None:
+    # The messages stop in a turn, one call answered: only the other runs, and its result
+    # joins the user message that holds the first.
     earlier = [
         *USER,
         {
             "role": "assistant",
             "content": [
-                {"type": "tool_use", "id": "toolu_p", "name": "pay", "input": {"amount": 5}}
+                {"type": "tool_use", "id": "toolu_p", "name": "pay", "input": {"amount": 5}},
+                {"type": "tool_use", "id": "toolu_t", "name": "pay", "input": {"amount": 1}},
             ],
         },
         {
@@ -410,12 +417,14 @@ def test_anthropic_calls_answered_in_the_given_messages_are_not_run_again() -> N
         },
     ]
     pay = Calls()
-    # The same input, spelled differently on the wire: the same call.
-    script = Script(a_turn((0, "toolu_p", "pay", '{ "amount":5 }')), a_answer())
+    script = Script(a_answer())
     events = events_of(rt.agent_loop(script, {"pay": pay}, earlier))
-    assert pay.seen == []
+    assert pay.seen == [{"amount": 1}]
     finished = [e for e in events if isinstance(e, rt.ToolCallFinished)]
-    assert [(f.content, f.reused) for f in finished] == [("paid earlier", True)]
+    assert [(f.content, f.reused) for f in finished] == [("paid earlier", True), ("ok", False)]
+    result = {"type": "tool_result", "tool_use_id": "toolu_t", "content": "ok"}
+    answers = {**earlier[-1], "content": [*earlier[-1]["content"], result]}
+    assert script.seen[0] == [*earlier[:-1], answers]
 
 
 @pytest.mark.parametrize("sent", ["inside-subscribe", "after-subscribe"])

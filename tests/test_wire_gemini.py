@@ -854,7 +854,7 @@ def test_the_agent_loop_runs_on_this_wire() -> None:
     assert sent[1] == list(conversation.messages[:3])
 
 
-def test_calls_answered_in_the_given_contents_are_not_run_again() -> None:
+def test_an_earlier_answer_is_not_reused_for_the_same_call_in_a_new_turn() -> None:
     earlier = [
         {"role": "user", "parts": [{"text": "1+2?"}]},
         {
@@ -868,7 +868,7 @@ def test_calls_answered_in_the_given_contents_are_not_run_again() -> None:
             ],
         },
     ]
-    # The same call, its args in another order: the same value, so the same call.
+    # The same call, id and all, in a new turn: that answer pairs with the earlier turn only.
     turns = [
         [g_response(g_call("add", {"b": 2, "a": 1}, id="c1")), g_stop()],
         [g_response(g_text("It is 3.")), g_stop()],
@@ -885,8 +885,8 @@ def test_calls_answered_in_the_given_contents_are_not_run_again() -> None:
         .run()
     )
     finished = [e for e in events if isinstance(e, rt.ToolCallFinished)]
-    assert ran == []
-    assert [(f.content, f.reused) for f in finished] == [("3!", True)]
+    assert ran == [(1, 2)]
+    assert [(f.content, f.reused) for f in finished] == [("3", False)]
 
 
 def test_a_re_streamed_turn_never_runs_again_the_calls_gemini_sent_without_ids() -> None:
