@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -36,6 +37,38 @@ __all__ = ["ReplayServer"]
 
 MAX_BODY = 16 * 1024 * 1024
 """The largest request body read (bytes); a longer ``Content-Length`` gets 413."""
+
+
+def _content_length(values: Sequence[str]) -> int:
+    """The body length the ``Content-Length`` fields give; ``ValueError`` (saying why) if none.
+
+    Only ASCII digits count (``str.isdigit`` takes ``²``; ``int`` takes other scripts' digits
+    and Unicode spaces). One value repeated, on several lines or as a list (``2, 2``), counts
+    once, as RFC 9110 section 8.6 allows; different values are refused, since the body's end
+    would depend on which one a reader believes. A count with more digits than ``MAX_BODY``
+    comes back as ``MAX_BODY + 1`` (``int`` refuses a long enough string of digits).
+    """
+    given = {part.strip(" \t") for value in values for part in value.split(",")}
+    if len(given) > 1:
+        raise ValueError(f"Content-Length has different values: {', '.join(sorted(given))[:60]!r}")
+    [count] = given
+    if not (count.isascii() and count.isdigit()):
+        raise ValueError(f"Content-Length is not a byte count: {count[:40]!r}")
+    digits = count.lstrip("0")
+    return int(digits or "0") if len(digits) <= len(str(MAX_BODY)) else MAX_BODY + 1
+
+
+# The request line and headers are the client's bytes, read as Latin-1: their control
+# characters (C0, DEL and C1: ESC, BEL, CSI ...) would drive the terminal showing the log.
+# Each is written as \xHH, and a backslash is doubled so that no escape in a line is forged.
+_VISIBLE = str.maketrans(
+    {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))} | {0x5C: "\\\\"}
+)
+
+
+def _visible(line: str) -> str:
+    r"""``line`` with control characters as ``\xHH`` and backslashes doubled."""
+    return line.translate(_VISIBLE)
 
 
 def _completion(chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -164,7 +197,7 @@ def _recording_wire(recording: Sequence[dict[str, Any]]) -> Wire | None:
 
 
 class ReplayServer:
-    """Serve recordings on 127.0.0.1 (an ephemeral port unless ``port`` is given).
+    r"""Serve recordings on 127.0.0.1 (an ephemeral port unless ``port`` is given).
 
     ``recordings`` holds one chunk list per request, answered in order; after the last, the
     last one is answered again. Each is served at its wire's path (a request at another wire's
@@ -173,8 +206,11 @@ class ReplayServer:
     request number (0-based) to a chunk count after which the stream is dropped without its
     end, as a failing proxy would. ``requests`` keeps every request body; ``disconnects``
     counts streams the client closed before the end (seen at once, even while pacing).
-    ``log``, if given, receives one line per request. A client that announces more body than
-    it sends is dropped after ``timeout`` seconds. ``base_url`` is for an OpenAI client,
+    ``log``, if given, is called (by one thread at a time) with one line per request, before
+    its reply is sent, and one more for a request whose client leaves, or stops reading, before
+    the reply is complete; control characters in a line are written as ``\xHH``. A client's
+    misuse is never a traceback: a bad request gets a 4xx JSON error, and headers or a body
+    that stop coming get 408 after ``timeout`` seconds. ``base_url`` is for an OpenAI client,
     ``root_url`` for an Anthropic or a google-genai one (``HttpOptions(base_url=...)``).
 
     >>> with ReplayServer([[{"choices": []}]]) as server:
@@ -207,6 +243,9 @@ class ReplayServer:
         self.requests: list[dict[str, Any]] = []
         self.disconnects = 0
         self._lock = threading.Lock()
+        # Requests are served on threads of their own; one line at a time keeps a log that
+        # writes in pieces (print: the text, then the newline) from interleaving.
+        self._log_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._serving = False
         server = self
@@ -219,20 +258,51 @@ class ReplayServer:
             timeout = read_timeout  # applied to the socket by StreamRequestHandler
             detail = ""
             route: Wire = "chat"
+            progress = ""
+
+            def handle_one_request(self) -> None:
+                # Left empty when the connection ends before a request starts.
+                self.raw_requestline = b""
+                self.progress = ""
+                try:
+                    super().handle_one_request()
+                except ConnectionError:
+                    self.close_connection = True
+                    # Between two requests, that is how a kept-alive connection often ends.
+                    if self.raw_requestline:
+                        self.note(f"the client closed the connection{self.progress}")
+                except OSError as error:
+                    self.close_connection = True
+                    if self.raw_requestline:
+                        self.note(f"the connection failed{self.progress}: {error}")
 
             def parse_request(self) -> bool:
                 self.detail = ""  # one handler serves every request of a kept-alive connection
                 self.route = "chat"
-                return super().parse_request()
+                try:
+                    return super().parse_request()
+                except TimeoutError:
+                    self.fail(408, f"the headers did not arrive within {read_timeout} s")
+                    return False
 
             def log_message(self, format: str, *args: object) -> None:
                 """Quiet: log_request writes the one line per request."""
 
+            def log_error(self, format: str, *args: object) -> None:
+                """One line for what http.server reports itself (a reply that timed out)."""
+                if self.raw_requestline:  # not an idle kept-alive connection's timeout
+                    self.note((format % args) + self.progress)
+
             def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+                tail = f" {self.detail}" if self.detail else ""
+                self.note(f"{code}{tail}")
+
+            def note(self, text: str) -> None:
+                """Log one line about the current request."""
                 if log is not None:
                     request = f"{self.command} {self.path}" if self.command else "?"
-                    tail = f" {self.detail}" if self.detail else ""
-                    log(f"{self.client_address[0]} {request} {code}{tail}")
+                    with server._log_lock:
+                        log(_visible(f"{self.client_address[0]} {request} {text}"))
 
             def send_json(self, status: int, payload: object) -> None:
                 body = json.dumps(payload).encode()
@@ -256,7 +326,11 @@ class ReplayServer:
             def send_error(
                 self, code: int, message: str | None = None, explain: str | None = None
             ) -> None:
-                self.fail(code, message or explain or "bad request")
+                if self.request_version == "HTTP/0.9" and len(self.requestline.split()) > 2:
+                    # The version could not be read: answer in HTTP/1.1, with a status line,
+                    # not with the bare body HTTP/0.9 allows.
+                    self.request_version = self.protocol_version
+                self.fail(code, message or explain or HTTPStatus(code).phrase)
 
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0].rstrip("/")
@@ -278,14 +352,15 @@ class ReplayServer:
                 if self.headers.get("Transfer-Encoding"):
                     self.fail(411, "send the body with a Content-Length (no chunked bodies)")
                     return None
-                declared = self.headers.get("Content-Length")
-                if declared is None:
+                declared = self.headers.get_all("Content-Length")
+                if not declared:
                     self.fail(411, "a Content-Length is required")
                     return None
-                if not declared.strip().isdigit():
-                    self.fail(400, f"Content-Length is not a byte count: {declared[:40]!r}")
+                try:
+                    length = _content_length(declared)
+                except ValueError as error:
+                    self.fail(400, str(error))
                     return None
-                length = int(declared)
                 if length > MAX_BODY:
                     self.fail(413, f"the body is larger than {MAX_BODY} bytes")
                     return None
@@ -384,28 +459,31 @@ class ReplayServer:
                 if shown < len(chunks):
                     self.detail += ", then the connection dropped"
                 named = self.route not in ("chat", "gemini")
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
                 self.close_connection = True
+                sent = 0
                 try:
-                    for sent, chunk in enumerate(chunks):
-                        if stop_after is not None and sent >= stop_after:
-                            self.wfile.flush()
-                            self.connection.shutdown(2)  # a dropped connection, no [DONE]
-                            return
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Cache-Control", "no-cache")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    for chunk in chunks[:shown]:
                         self.wfile.write(_frame(chunk, named))
                         self.wfile.flush()
+                        sent += 1
                         if server.delay and not self.pause(server.delay):
                             raise ConnectionResetError  # the client left during the pause
-                    if self.route == "chat":
+                    if shown < len(chunks):
+                        self.connection.shutdown(socket.SHUT_RDWR)  # a dropped connection
+                    elif self.route == "chat":
                         self.wfile.write(b"data: [DONE]\n\n")  # Chat's end; the others have none
                         self.wfile.flush()
-                except (BrokenPipeError, ConnectionResetError):
-                    with server._lock:
-                        server.disconnects += 1
+                except OSError as error:
+                    self.progress = f" after {sent} of {shown} chunks"
+                    if isinstance(error, ConnectionError):
+                        with server._lock:
+                            server.disconnects += 1
+                    raise
 
         self._httpd = _Listener(("127.0.0.1", port), Handler)
 
