@@ -101,7 +101,8 @@ def repair_transcript(
 
     A turn whose calls lack answers (someone appended it, then stopped) is dropped with its
     partial answers (``mode="drop"``), or its missing answers are filled with ``CANCELLED``
-    (``mode="cancel"``; Anthropic marks them ``is_error``, Gemini answers
+    (``mode="cancel"``; Anthropic marks them ``is_error``, before the user's words in the
+    message after the turn, a string content becoming a text block; Gemini answers
     ``{"error": CANCELLED}``, with all the turn's answers in call order in one content).
     Answers to no call are dropped in both modes. Valid transcripts come back unchanged.
 
@@ -479,9 +480,12 @@ def _answers_only(
 ) -> dict[str, Any] | None:
     """A user message with its results to ``wanted`` kept once, ``missing`` filled after them.
 
-    ``None`` when nothing is left of it.
+    String content becomes a text block after the results. ``None`` when nothing is left.
     """
     content = message.get("content")
+    if isinstance(content, str) and missing:
+        # The results must open the message after the turn; the API refuses an empty text.
+        content = [{"type": "text", "text": content}] if content else []
     if not isinstance(content, list):
         return dict(message)
     kept: list[Any] = []
@@ -524,7 +528,11 @@ def _anthropic_repair(messages: Messages, mode: str) -> list[dict[str, Any]]:
                 continue  # with no ids wanted, the next message's results to it go too
             wanted, missing = ids, lacking
         out.append(dict(message))
-        if missing and (following is None or following.get("role") != "user"):
+        if missing and (
+            following is None
+            or following.get("role") != "user"
+            or not isinstance(following.get("content"), list | str)
+        ):
             out.append({"role": "user", "content": [_cancelled(c) for c in missing]})
             wanted, missing = [], []
     return out

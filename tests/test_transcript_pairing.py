@@ -7,10 +7,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from reactivex import operators as ops
 
 import rxtoolcalls as rt
-from rxtoolcalls.transcript import find_unanswered
+from rxtoolcalls.transcript import CANCELLED, find_unanswered, repair_transcript
 from tests.helpers import Script, answer, tool_turn
 from tests.wire_builders import (
     a_end,
@@ -238,3 +240,168 @@ def test_a_resumed_call_that_cannot_run_is_a_value_error_at_the_call(
     # Answered, it is nothing to run: the loop streams the messages as they are.
     run(rt.agent_loop(script, {}, [user(wire, "hi"), last, answered]))
     assert script.seen == [[user(wire, "hi"), last, answered]]
+
+
+# -- repair_transcript keeps every word the user wrote ---------------------------------------
+
+
+def test_anthropic_cancel_puts_the_results_before_the_users_string_content() -> None:
+    messages: list[Item] = [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "a", "name": "weather", "input": {}}],
+        },
+        {"role": "user", "content": "Never mind."},
+    ]
+    cancelled = {"type": "tool_result", "tool_use_id": "a", "content": CANCELLED, "is_error": True}
+    repaired = repair_transcript(messages, "cancel")
+    assert repaired == [
+        *messages[:2],
+        {"role": "user", "content": [cancelled, {"type": "text", "text": "Never mind."}]},
+    ]
+    assert find_unanswered(repaired) == []
+    assert repair_transcript(messages) == [messages[0], messages[2]]
+    # No words to keep: the results alone.
+    empty = repair_transcript([*messages[:2], {"role": "user", "content": ""}], "cancel")
+    assert empty[2] == {"role": "user", "content": [cancelled]}
+
+
+# A user message: its words, and whether its content is a list (else one string).
+Said = tuple[list[str], bool]
+# A turn: whether each call is answered; what the user said after it, if anything; whether
+# the answers come late (after those words, where they answer nothing).
+Turn = tuple[list[bool], Said | None, bool]
+
+said_strategy = st.tuples(
+    st.lists(st.sampled_from(["", "Never mind.", "and?", "Rome too"]), min_size=1, max_size=2),
+    st.booleans(),
+)
+steps_strategy = st.lists(
+    st.one_of(
+        said_strategy,
+        st.tuples(st.lists(st.booleans(), max_size=3), st.none() | said_strategy, st.booleans()),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+class Render:
+    """A transcript of random steps in one wire's shape; every call id and word is unique."""
+
+    def __init__(self, wire: str) -> None:
+        self.wire = wire
+        self.out: list[Item] = []
+        self.count = 0
+
+    def words(self, said: Said) -> list[str]:
+        self.count += 1
+        return [f"{w} {self.count}.{n}" if w else "" for n, w in enumerate(said[0])]
+
+    def user(self, said: Said) -> Item:
+        words, as_list = self.words(said), said[1]
+        if self.wire == "gemini":
+            return {"role": "user", "parts": [{"text": w} for w in words]}
+        kind = "input_text" if self.wire == "responses" else "text"
+        content = [{"type": kind, "text": w} for w in words] if as_list else " ".join(words)
+        return {"role": "user", "content": content}
+
+    def turn(self, answered: list[bool], said: Said | None, late: bool) -> None:
+        self.count += 1
+        ids = [f"call_{self.count}_{n}" for n in range(len(answered))]
+        done = [i for i, yes in zip(ids, answered, strict=True) if yes]
+        words = None if said is None else self.user(said)
+        answers: list[Item]
+        if self.wire == "chat":
+            message: Item = {"role": "assistant", "content": "t"}
+            if ids:
+                function = {"name": "f", "arguments": "{}"}
+                message["tool_calls"] = [
+                    {"id": i, "type": "function", "function": function} for i in ids
+                ]
+            self.out.append(message)
+            answers = [{"role": "tool", "tool_call_id": i, "content": "r"} for i in done]
+        elif self.wire == "responses":
+            text = {"type": "output_text", "text": "t"}
+            self.out.append({"type": "message", "role": "assistant", "content": [text]})
+            self.out.extend(r_fc_item(n, i, "f", "{}") for n, i in enumerate(ids))
+            answers = [{"type": "function_call_output", "call_id": i, "output": "r"} for i in done]
+        elif self.wire == "anthropic":
+            uses = [{"type": "tool_use", "id": i, "name": "f", "input": {}} for i in ids]
+            self.out.append(
+                {"role": "assistant", "content": [{"type": "text", "text": "t"}, *uses]}
+            )
+            results = [{"type": "tool_result", "tool_use_id": i, "content": "r"} for i in done]
+            answers = [{"role": "user", "content": results}] if results else []
+        else:
+            # Every other call without an id (Gemini 2.5 sends none): those pair by name.
+            named = [(f"f{n % 2}", None if n % 2 else i) for n, i in enumerate(ids)]
+            calls = [
+                {"functionCall": {"name": n, "args": {}, **({"id": i} if i else {})}}
+                for n, i in named
+            ]
+            self.out.append({"role": "model", "parts": [{"text": "t"}, *calls]})
+            responses = [
+                {"functionResponse": {"name": n, **({"id": i} if i else {}), "response": {}}}
+                for (n, i), yes in zip(named, answered, strict=True)
+                if yes
+            ]
+            answers = [{"role": "user", "parts": responses}] if responses else []
+        if words is not None and answers and not late and self.wire in ("anthropic", "gemini"):
+            # One user message holds the answers, then the user's words.
+            key = "parts" if self.wire == "gemini" else "content"
+            said_blocks = (
+                words[key]
+                if isinstance(words[key], list)
+                else [{"type": "text", "text": words[key]}]
+            )
+            answers[0][key] = [*answers[0][key], *said_blocks]
+            words = None
+        first, then = ([words], answers) if late else (answers, [words])
+        self.out.extend(m for m in [*first, *then] if m is not None)
+
+
+def render_steps(wire: str, steps: list[Any]) -> list[Item]:
+    render = Render(wire)
+    render.out.append(render.user((["Hello"], False)))
+    for step in steps:
+        if len(step) == 2:
+            render.out.append(render.user(step))
+        else:
+            render.turn(*step)
+    return render.out
+
+
+def user_words(messages: list[Item]) -> list[list[str]]:
+    """What each user message says, in order (messages that say nothing left out)."""
+    said = []
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        content = message.get("parts", message.get("content"))
+        pieces = (
+            [content]
+            if isinstance(content, str)
+            else [
+                block["text"]
+                for block in content or ()
+                if isinstance(block.get("text"), str)
+                and block.get("type", "text") in ("text", "input_text")
+            ]
+        )
+        if any(pieces):
+            said.append([p for p in pieces if p])
+    return said
+
+
+@settings(max_examples=250, deadline=None)
+@given(wire=st.sampled_from(WIRES), steps=steps_strategy)
+def test_any_repair_answers_every_call_and_keeps_every_word_the_user_wrote(
+    wire: str, steps: list[Any]
+) -> None:
+    messages = render_steps(wire, steps)
+    for mode in ("drop", "cancel"):
+        repaired = repair_transcript(messages, mode)
+        assert find_unanswered(repaired) == []
+        assert user_words(repaired) == user_words(messages)
