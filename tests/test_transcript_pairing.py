@@ -265,6 +265,13 @@ def test_anthropic_cancel_puts_the_results_before_the_users_string_content() -> 
     # No words to keep: the results alone.
     empty = repair_transcript([*messages[:2], {"role": "user", "content": ""}], "cancel")
     assert empty[2] == {"role": "user", "content": [cancelled]}
+    # No content to put them in: the results go in a message of their own before it.
+    odd = {"role": "user", "content": None}
+    assert repair_transcript([*messages[:2], odd], "cancel") == [
+        *messages[:2],
+        {"role": "user", "content": [cancelled]},
+        odd,
+    ]
 
 
 # A user message: its words, and whether its content is a list (else one string).
