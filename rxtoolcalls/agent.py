@@ -56,6 +56,7 @@ from ._types import (
     AssistantTurn,
     ToolCall,
     ToolCallStarted,
+    _error_text,
     made_up_ids,
     tool_content,
 )
@@ -113,7 +114,10 @@ class TurnFinished:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallFinished:
-    """A tool returned (``content`` is what the model will read), or failed (``error``).
+    """A tool returned, or failed (``error``); ``content`` is its answer as text.
+
+    The answer goes back as ``turn.tool_messages()`` writes the result (on Gemini a mapping is
+    the ``response`` itself, an error ``{"error": text}``).
 
     ``reused`` is true when the call was already in the ledger, or answered in the given
     messages (a resumed turn): the tool did not run again and ``content`` is that answer.
@@ -170,8 +174,11 @@ def _as_conversation(event: AgentEvent) -> Conversation:
     return event
 
 
-def _content(value: object) -> str:
-    return tool_content(value, default=str)
+def _sendable(value: object) -> object:
+    """A tool's result as ``tool_messages`` sends it: what JSON cannot hold, as its ``str``."""
+    if isinstance(value, str):
+        return value
+    return json.loads(tool_content(value, default=str))
 
 
 def _ledger_key(turn: int, call: ToolCall, made_up: bool = False) -> str:
@@ -192,15 +199,9 @@ def _as_list(message: Any) -> list[Message]:
     return list(message) if isinstance(message, list) else [message]
 
 
-def _answers(turn: AssistantTurn, finished: Sequence[ToolCallFinished]) -> list[Message]:
-    """The answers to the turn's calls in its wire; Anthropic marks failed calls ``is_error``."""
-    entries = turn.tool_messages([event.content for event in finished])
-    if turn.wire == "anthropic":
-        failed = {event.call.id for event in finished if event.error is not None}
-        for block in entries[-1]["content"] if failed else ():
-            if block.get("tool_use_id") in failed:
-                block["is_error"] = True
-    return entries
+# A call's answer: its event, and what ``tool_messages`` sends for it (the tool's result, its
+# exception, or a reused answer's text).
+_Answer: TypeAlias = tuple[ToolCallFinished, object]
 
 
 # One lock for every ledger: claiming a call is a check and a write that must not interleave,
@@ -451,27 +452,26 @@ class _Conversation:
         turn = resumed.turn
         made_up = made_up_ids(turn)
         results = [
-            reactivex.return_value(ToolCallFinished(call, resumed.answers[call.id], reused=True))
+            reactivex.return_value(_reused(call, resumed.answers[call.id]))
             if call.id in resumed.answers
             # Turn 0 in the ledger: the given messages' turn, before the loop's first.
             else self.dispatch(0, call, call.id in made_up)
             for call in turn.tool_calls
         ]
-        self.await_all(results, lambda finished: self.resumed_turn(resumed, finished))
+        self.await_all(results, lambda answers: self.resumed_turn(resumed, answers))
 
-    def resumed_turn(self, resumed: OpenTurn, finished: Sequence[ToolCallFinished]) -> None:
-        for event in finished:
+    def resumed_turn(self, resumed: OpenTurn, answers: Sequence[_Answer]) -> None:
+        for event, _ in answers:
             if not self.emit(event):
                 return
-        new = [event for event in finished if event.call.id not in resumed.answers]
-        lacking = replace(resumed.turn, tool_calls=tuple(event.call for event in new))
-        self.transcript = with_answers(self.transcript, _answers(lacking, new))
+        new = [(event, value) for event, value in answers if event.call.id not in resumed.answers]
+        lacking = replace(resumed.turn, tool_calls=tuple(event.call for event, _ in new))
+        added = lacking.tool_messages([value for _, value in new])
+        self.transcript = with_answers(self.transcript, added)
         self.step(lambda: self.stream_turn(1, 0))
 
     def await_all(
-        self,
-        results: Sequence[Observable[ToolCallFinished]],
-        then: Callable[[Sequence[ToolCallFinished]], None],
+        self, results: Sequence[Observable[_Answer]], then: Callable[[Sequence[_Answer]], None]
     ) -> None:
         """Run ``then`` with every call's answer, in call order, once all have come."""
         holder = SerialDisposable()
@@ -577,21 +577,19 @@ class _Conversation:
             return
         made_up = made_up_ids(turn)
         results = [self.dispatch(number, call, call.id in made_up) for call in turn.tool_calls]
-        self.await_all(results, lambda finished: self.answered_turn(number, turn, finished))
+        self.await_all(results, lambda answers: self.answered_turn(number, turn, answers))
 
-    def answered_turn(
-        self, number: int, turn: AssistantTurn, finished: Sequence[ToolCallFinished]
-    ) -> None:
-        for event in finished:
+    def answered_turn(self, number: int, turn: AssistantTurn, answers: Sequence[_Answer]) -> None:
+        for event, _ in answers:
             if not self.emit(event):
                 return
-        self.transcript.extend(_as_list(turn.to_message(self.s.empty_content)))
-        self.transcript.extend(_answers(turn, finished))
+        values = [value for _, value in answers]
+        self.transcript.extend(turn.exchange(values, self.s.empty_content))
         self.step(lambda: self.stream_turn(number + 1, 0))
 
     # -- tools ------------------------------------------------------------------------------
 
-    def dispatch(self, number: int, call: ToolCall, made_up: bool) -> Observable[ToolCallFinished]:
+    def dispatch(self, number: int, call: ToolCall, made_up: bool) -> Observable[_Answer]:
         """The call's answer: its tool's run, or the one recorded, decided when it starts."""
         ledger = self.s.ledger
         key = _ledger_key(number, call, made_up)
@@ -609,16 +607,17 @@ class _Conversation:
                         ledger[key] = None  # at most once, even if the result never comes
             return recorded is _UNKNOWN and tool is not None
 
-        def record(value: object) -> ToolCallFinished | None:
-            finished = ToolCallFinished(call, _content(value))
+        def record(value: object) -> _Answer | None:
+            sent = _sendable(value)
+            finished = ToolCallFinished(call, tool_content(sent))
             ledger[key] = finished.content
-            return finished
+            return finished, sent
 
-        def instead(error: Exception | None) -> Observable[ToolCallFinished]:
+        def instead(error: Exception | None) -> Observable[_Answer]:
             if error is not None:
                 return self.failed(call, error, key)
             if isinstance(recorded, str):
-                return reactivex.return_value(ToolCallFinished(call, recorded, reused=True))
+                return reactivex.return_value(_reused(call, recorded))
             if recorded is None:
                 return self.failed(
                     call,
@@ -631,18 +630,18 @@ class _Conversation:
                 return self.failed(call, LookupError(f"unknown tool {call.name[:64]!r}"))
             return reactivex.empty()  # disposed before it could start
 
-        def answer(finished: ToolCallFinished | None) -> Observable[ToolCallFinished]:
-            return instead(None) if finished is None else reactivex.return_value(finished)
+        def answer(answered: _Answer | None) -> Observable[_Answer]:
+            return instead(None) if answered is None else reactivex.return_value(answered)
 
         run = tool if tool is not None else _no_tool
-        ran: Observable[ToolCallFinished | None] = run_tool(run, call, self.tools_on, claim).pipe(
+        ran: Observable[_Answer | None] = run_tool(run, call, self.tools_on, claim).pipe(
             ops.map(record), ops.default_if_empty(None)
         )
         return ran.pipe(ops.flat_map(answer), ops.catch(lambda error, _: instead(error)))
 
     def failed(
         self, call: ToolCall, error: Exception, key: str | None = None
-    ) -> Observable[ToolCallFinished]:
+    ) -> Observable[_Answer]:
         if self.s.tool_errors == "raise":
             typed = ToolExecutionError(
                 f"tool call {call.index} ({call.name[:64]}): {type(error).__name__}: "
@@ -652,10 +651,15 @@ class _Conversation:
             )
             typed.__cause__ = error
             return reactivex.throw(typed)
-        content = f"Error: {type(error).__name__}: {error}"
+        content = _error_text(error)
         if key is not None:
             self.s.ledger[key] = content
-        return reactivex.return_value(ToolCallFinished(call, content, error))
+        return reactivex.return_value((ToolCallFinished(call, content, error), error))
+
+
+def _reused(call: ToolCall, content: str) -> _Answer:
+    """The answer of a call that does not run again: the one it had, as text."""
+    return ToolCallFinished(call, content, reused=True), content
 
 
 def _no_tool(**_: Any) -> None:
@@ -702,11 +706,14 @@ def agent_loop(
     stream in, ``TurnRetried``, ``TurnFinished``, one ``ToolCallFinished`` per call, and
     finally the ``Conversation`` (``.pipe(final_conversation())`` keeps only that, typed).
 
-    - Nothing is appended until a turn is complete; then ``turn.to_message()`` and the
-      answers of ``turn.tool_messages()``, in call order, in the turn's wire: Chat tool
+    - Nothing is appended until a turn is complete; then ``turn.to_message()`` and
+      ``turn.tool_messages()`` of the tools' results (a failure as its exception, a result
+      JSON cannot hold as its ``str``), in call order, in the turn's wire: Chat tool
       messages, Responses ``function_call_output`` items, one Anthropic user message of
-      ``tool_result`` blocks (``is_error`` on failures). Calls of a turn run concurrently on a
-      pool scheduler; server-run items (web search, MCP…) go back verbatim, never dispatched.
+      ``tool_result`` blocks (``is_error`` on failures), one Gemini content of
+      ``functionResponse`` parts (a mapping as the ``response`` itself). Calls of a turn run
+      concurrently on a pool scheduler; server-run items (web search, MCP…) go back
+      verbatim, never dispatched.
     - The loop ends on the wire's prose stop: a turn with no client tool calls (Chat
       ``stop``, Responses ``completed``, Anthropic ``end_turn``/``stop_sequence``). An
       Anthropic ``pause_turn`` is continued: its content is sent back as the last message and
@@ -722,11 +729,11 @@ def agent_loop(
       unless given; keys are opaque) when its tool starts, then with its answer. A call is its
       id, turn number, name and arguments (some providers reuse ids in every turn; a Gemini
       call sent without an id is its place in the turn instead). A call already in the
-      ledger is not run again: it gets the recorded answer (``ToolCallFinished.reused``), or
-      an error message when its result was never recorded. So ``agent_loop(…,
-      ledger=done).pipe(ops.retry(3))`` re-streams but never re-runs a call. Two calls of
-      one turn sharing an id are a ``MalformedChunkError`` (``LENIENT``, with
-      ``synthesize_missing_ids``, renames the second).
+      ledger is not run again: it gets the recorded answer, as text
+      (``ToolCallFinished.reused``), or an error message when its result was never
+      recorded. So ``agent_loop(…, ledger=done).pipe(ops.retry(3))`` re-streams but never
+      re-runs a call. Two calls of one turn sharing an id are a ``MalformedChunkError``
+      (``LENIENT``, with ``synthesize_missing_ids``, renames the second).
     - Resuming: ``messages`` that stop in a turn (its calls, then only answers to some of
       them) are finished first: the calls without answers run, the others come as
       ``reused`` with the answer given, the new answers go where the wire pairs them (after

@@ -60,8 +60,8 @@ def test_sync_async_and_observable_tools_answer_in_call_order() -> None:
 @pytest.mark.parametrize(
     ("tools", "expected"),
     [
-        ({}, "Error: LookupError: unknown tool 'f'"),
-        ({"f": lambda x: 1 / 0}, "Error: ZeroDivisionError: division by zero"),
+        ({}, "LookupError: unknown tool 'f'"),
+        ({"f": lambda x: 1 / 0}, "ZeroDivisionError: division by zero"),
     ],
     ids=["unknown", "raises"],
 )

@@ -181,7 +181,7 @@ def test_responses_tool_raising_becomes_an_output_the_model_reads() -> None:
     assert script.seen[1][-1] == {
         "type": "function_call_output",
         "call_id": "call_w",
-        "output": "Error: RuntimeError: no network",
+        "output": "RuntimeError: no network",
     }
     assert isinstance(events[-1], rt.Conversation)
 
@@ -352,7 +352,7 @@ def test_anthropic_tool_raising_is_marked_is_error() -> None:
             {
                 "type": "tool_result",
                 "tool_use_id": "toolu_bad",
-                "content": "Error: ValueError: bad x",
+                "content": "ValueError: bad x",
                 "is_error": True,
             },
         ],
@@ -366,7 +366,7 @@ def test_anthropic_unknown_tool_is_marked_is_error() -> None:
     rt.agent_loop(script, {}, USER).pipe(ops.to_list()).run()
     block = script.seen[1][-1]["content"][0]
     assert block["is_error"] is True
-    assert block["content"] == "Error: LookupError: unknown tool 'nowhere'"
+    assert block["content"] == "LookupError: unknown tool 'nowhere'"
 
 
 def test_anthropic_overloaded_mid_stream_is_retried() -> None:

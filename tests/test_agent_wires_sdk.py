@@ -103,7 +103,7 @@ def test_anthropic_client_runs_the_loop_and_marks_errors() -> None:
         {
             "type": "tool_result",
             "tool_use_id": "toolu_w",
-            "content": "Error: TimeoutError: the weather service is down",
+            "content": "TimeoutError: the weather service is down",
             "is_error": True,
         }
     ]

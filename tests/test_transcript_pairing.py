@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -167,10 +168,10 @@ def test_a_resumed_turn_re_subscribed_with_its_ledger_runs_no_call_twice(wire: s
     asked = two_calls(wire)
     history = [user(wire, "Time and weather?"), *entries(asked)]
     clock, weather = Tool("10:00"), Tool("sunny")
-    attempts: list[int] = []
+    attempts: list[list[Item]] = []
 
-    def open_stream(messages: list[Any]) -> list[Item]:
-        attempts.append(len(messages))
+    def open_stream(messages: list[Item]) -> list[Item]:
+        attempts.append(messages)
         if len(attempts) == 1:
             raise rt.StreamInterruptedError("the connection dropped")
         return prose_turn(wire, "Done.")
@@ -179,6 +180,8 @@ def test_a_resumed_turn_re_subscribed_with_its_ledger_runs_no_call_twice(wire: s
     events = run(loop.pipe(ops.retry(2)))
     assert (len(clock.seen), len(weather.seen)) == (1, 1)
     assert [reused for _, _, reused in finished_of(events)] == [False, False, True, True]
+    # The second attempt answers from the ledger, the same answers in the same places.
+    assert attempts == [[history[0], *asked.exchange(["10:00", "sunny"])]] * 2
     assert isinstance(events[-1], rt.Conversation)
 
 
@@ -412,3 +415,52 @@ def test_any_repair_answers_every_call_and_keeps_every_word_the_user_wrote(
         repaired = repair_transcript(messages, mode)
         assert find_unanswered(repaired) == []
         assert user_words(repaired) == user_words(messages)
+
+
+# -- the loop answers as turn.tool_messages() does ------------------------------------------
+
+RESULTS: list[object] = [
+    {"city": "Paris", "temperature": 11},
+    "sunny",
+    [1, "two"],
+    3,
+    None,
+    ValueError("no such city"),
+]
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize("result", RESULTS, ids=["dict", "str", "list", "int", "None", "error"])
+@pytest.mark.parametrize("resumed", [False, True], ids=["streamed", "resumed"])
+def test_the_loop_answers_a_call_as_tool_messages_does(
+    wire: str, result: object, resumed: bool
+) -> None:
+    question = user(wire, "Weather in Paris?")
+    asking = call_turn(wire, ("c1", "weather", {"city": "Paris"}))
+    asked = turn_of(asking)
+    given = [question, *entries(asked)] if resumed else [question]
+    script = Script(*([] if resumed else [asking]), prose_turn(wire, "11 C."))
+    events = run(rt.agent_loop(script, {"weather": Tool(result)}, given))
+    if not resumed:
+        asked = next(e.assistant for e in events if isinstance(e, rt.TurnFinished))
+    assert script.seen[-1] == [question, *entries(asked), *asked.tool_messages([result])]
+    (finished,) = [e for e in events if isinstance(e, rt.ToolCallFinished)]
+    assert finished.error is result if isinstance(result, Exception) else finished.error is None
+
+
+def test_a_gemini_tool_returning_a_dict_answers_with_that_object() -> None:
+    script = Script(call_turn("gemini", ("c1", "weather", {})), prose_turn("gemini", "11 C."))
+    weather = Tool({"city": "Paris", "temperature": 11})
+    run(rt.agent_loop(script, {"weather": weather}, [user("gemini", "Weather?")]))
+    (part,) = script.seen[1][-1]["parts"]
+    assert part["functionResponse"]["response"] == {"city": "Paris", "temperature": 11}
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_result_json_cannot_hold_is_answered_as_its_text(wire: str) -> None:
+    when = datetime(2025, 1, 2, 3, 4, tzinfo=UTC)
+    script = Script(call_turn(wire, ("c1", "now", {})), prose_turn(wire, "OK."))
+    events = run(rt.agent_loop(script, {"now": Tool(when)}, [user(wire, "Time?")]))
+    asked = next(e.assistant for e in events if isinstance(e, rt.TurnFinished))
+    assert script.seen[1][2:] == asked.tool_messages([str(when)])
+    assert finished_of(events) == [("now", str(when), False)]

@@ -845,9 +845,7 @@ def test_the_agent_loop_runs_on_this_wire() -> None:
         },
         {
             "role": "user",
-            "parts": [
-                {"functionResponse": {"name": "add", "id": "c1", "response": {"output": "3"}}}
-            ],
+            "parts": [{"functionResponse": {"name": "add", "id": "c1", "response": {"output": 3}}}],
         },
         {"role": "model", "parts": [{"text": "It is 3."}]},
     )
