@@ -133,9 +133,9 @@ class ToolCallFinished:
 class Conversation:
     """The last event: every message, starting with the ones given, and the final turn.
 
-    On the Responses wire the messages are the input items. A resumed turn's new answers are
-    among the given ones (on Anthropic and Gemini, in the last given message when it holds
-    the turn's other answers).
+    On the Responses wire the messages are the input items. A resumed turn's new answers
+    come right after the given ones (on Anthropic and Gemini, inside the last given message
+    when it holds the turn's other answers).
     """
 
     messages: tuple[Message, ...]
