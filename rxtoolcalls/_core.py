@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from ._close import _ORDER, _where, build_turns, check_finish, every_turn
@@ -349,9 +349,16 @@ class _Choice:
 
 
 def attr(obj: object, name: str, default: object = None) -> Any:
-    """Read an attribute of a chunk object; whatever its reading raises is a bad chunk."""
+    """Read an attribute of a chunk object (a key of a ``Mapping`` that is no dict).
+
+    Whatever its reading raises is a bad chunk.
+    """
     try:
-        return getattr(obj, name, default)
+        value = getattr(obj, name, _ABSENT)
+        if value is _ABSENT:
+            # An SDK object has its fields as attributes: only a missing one pays for the ABC.
+            return obj.get(name, default) if isinstance(obj, Mapping) else default
+        return value
     except Exception as exc:
         raise MalformedChunkError(
             f"reading {name!r} of a {type(obj).__name__} raised {type(exc).__name__}"
@@ -359,15 +366,15 @@ def attr(obj: object, name: str, default: object = None) -> Any:
 
 
 def get(obj: object, name: str) -> Any:
-    """Read a field of a dict or an object."""
-    if isinstance(obj, dict):
+    """Read a field of a dict (any ``Mapping``) or an object."""
+    if isinstance(obj, dict) or isinstance(obj, Mapping):  # noqa: SIM101 - dicts skip the ABC
         return obj.get(name)
     return attr(obj, name)
 
 
 def extra(obj: object, name: str) -> Any:
     """Read a field that a typed model may hold as an extra (pydantic ``extra="allow"``)."""
-    if isinstance(obj, dict):
+    if isinstance(obj, dict) or isinstance(obj, Mapping):  # noqa: SIM101 - dicts skip the ABC
         return obj.get(name)
     extras = attr(obj, "__pydantic_extra__", _ABSENT)
     if extras is _ABSENT:
@@ -383,6 +390,8 @@ def as_dict(value: object) -> dict[str, Any]:
     """A usage-like value as a dict (a pydantic model is dumped with what was set)."""
     if type(value) is dict:
         return value
+    if isinstance(value, Mapping):
+        return _plain_event(value)  # type: ignore[return-value]
     dump = attr(value, "model_dump")
     if callable(dump):
         try:
@@ -392,6 +401,33 @@ def as_dict(value: object) -> dict[str, Any]:
         if type(dumped) is dict:
             return dumped
     raise MalformedChunkError(f"usage must be an object, got {type(value).__name__}")
+
+
+def _plain_event(event: object) -> object:
+    """``event``, or, when it is a ``Mapping`` other than a plain dict, a plain copy of it.
+
+    Every ``Mapping`` in it (an ``OrderedDict`` from ``object_pairs_hook``, a read-only view)
+    becomes a dict at every depth; lists and everything else are kept. A plain dict passes as
+    it is: the readers take dict subclasses inside it as dicts, with no walk of every event.
+    """
+    if type(event) is dict or not isinstance(event, Mapping):
+        return event
+    try:
+        return _plain(event)
+    except RecursionError as exc:
+        raise MalformedChunkError("an event nests deeper than Python can copy") from exc
+    except Exception as exc:
+        raise MalformedChunkError(
+            f"reading a {type(event).__name__} event raised {type(exc).__name__}"
+        ) from exc
+
+
+def _plain(value: object) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _plain(inner) for key, inner in value.items()}
+    if type(value) is list:
+        return [_plain(inner) for inner in value]
+    return value
 
 
 def event_dict(event: object, what: str) -> dict[str, Any]:
@@ -550,9 +586,9 @@ class _State:
                 )
             return _NO_EVENTS
         if self._on_error is None:
-            return self._feed(event)
+            return self._feed(_plain_event(event))
         try:
-            return self._feed(event)
+            return self._feed(_plain_event(event))
         except Exception as error:  # noqa: BLE001 - reported, never lost
             self._report(error)
             return _NO_EVENTS

@@ -10,7 +10,7 @@ another wire is a ``MalformedChunkError``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast, get_args
 
 from ._close import resolve_policy, single_turn
@@ -41,7 +41,7 @@ def resolve_wire(wire: object) -> Wire | None:
 
 def detect_wire(event: object) -> Wire | None:
     """The wire that ``event`` belongs to, or ``None`` when it could belong to any."""
-    if isinstance(event, dict):
+    if isinstance(event, Mapping):
         if "choices" in event or event.get("object") == "chat.completion.chunk":
             return "chat"
         if gemini.identifies(event):

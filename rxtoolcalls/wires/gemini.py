@@ -44,7 +44,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from .._core import (
@@ -94,7 +94,7 @@ _VALUES = ("stringValue", "numberValue", "boolValue", "nullValue")
 _SDK_ONLY = frozenset({"sdk_http_response", "automatic_function_calling_history", "parsed"})
 
 
-def identifies(data: dict[str, Any]) -> bool:
+def identifies(data: Mapping[str, Any]) -> bool:
     """Whether a response dict belongs to this wire alone."""
     return "candidates" in data or "promptFeedback" in data
 

@@ -1,0 +1,128 @@
+"""Events of any ``Mapping`` type read as the plain dicts they hold, on every wire.
+
+``json.loads(..., object_pairs_hook=OrderedDict)`` makes every object an ``OrderedDict``; a
+caller may also hand over a read-only view or a ``Mapping`` of its own. An event that is such
+a ``Mapping`` is read at every depth; inside a plain dict, dict subclasses are read as dicts,
+and a ``Mapping`` that is no dict is read or refused with a typed error (finding one would
+mean walking every event).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+import rxtoolcalls as rt
+from tests.wire_builders import WIRE_FIXTURES, rx_turn, turn_of
+
+STREAMS = Path(__file__).parent / "fixtures" / "streams"
+
+
+class Frozen(Mapping[str, Any]):
+    """A ``Mapping`` that is no dict."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def deep(value: Any, make: Callable[[dict[str, Any]], Any]) -> Any:
+    if isinstance(value, dict):
+        return make({k: deep(v, make) for k, v in value.items()})
+    if isinstance(value, list):
+        return [deep(v, make) for v in value]
+    return value
+
+
+def nested_only(value: dict[str, Any], make: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    return {k: deep(v, make) for k, v in value.items()}
+
+
+MAKERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "OrderedDict": OrderedDict,
+    "MappingProxyType": MappingProxyType,
+    "a Mapping": Frozen,
+}
+
+
+def recordings() -> list[tuple[str, list[dict[str, Any]]]]:
+    found = []
+    for wire in ("responses", "anthropic", "gemini"):
+        for path in sorted((WIRE_FIXTURES / wire).glob("*.jsonl")):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            found.append((path.stem, [json.loads(line)["data"] for line in lines if line.strip()]))
+    for name in ("openai__parallel_tool_calls", "openai__length_finish_usage_only_chunk"):
+        lines = (STREAMS / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
+        found.append((name, [json.loads(line) for line in lines if line.strip()]))
+    return found
+
+
+RECORDINGS = recordings()
+
+
+def outcome(run: Callable[..., rt.AssistantTurn], events: list[Any]) -> Any:
+    try:
+        turn = run(events)
+    except rt.ToolCallStreamError as error:
+        return (type(error), str(error))
+    return (
+        [(c.id, c.name, c.arguments) for c in turn.tool_calls],
+        turn.content,
+        turn.finish_reason,
+        turn.usage,
+        turn.wire,
+        turn.items,
+    )
+
+
+@pytest.mark.parametrize("maker", MAKERS)
+@pytest.mark.parametrize("depth", ["every level", "nested only"])
+@pytest.mark.parametrize(("name", "events"), RECORDINGS, ids=[n for n, _ in RECORDINGS])
+def test_any_mapping_reads_as_the_plain_dict(
+    name: str, events: list[dict[str, Any]], depth: str, maker: str
+) -> None:
+    make = MAKERS[maker]
+    shaped = [deep(e, make) if depth == "every level" else nested_only(e, make) for e in events]
+    for run in (turn_of, rx_turn):
+        expected = outcome(run, events)
+        got = outcome(run, shaped)
+        if depth == "nested only" and maker != "OrderedDict" and got != expected:
+            # Read where a reader asks any object for a field, refused or read less where it
+            # wants a dict: never a crash, never a turn that differs.
+            assert isinstance(got[0], type)
+            assert issubclass(got[0], rt.ToolCallStreamError)
+        else:
+            assert got == expected
+
+
+def test_a_mapping_that_cannot_be_read_is_a_typed_error() -> None:
+    class Broken(Frozen):
+        def __iter__(self) -> Iterator[str]:
+            raise OSError("gone")
+
+    with pytest.raises(rt.MalformedChunkError, match="raised OSError"):
+        turn_of([Broken({"type": "response.created", "response": {"id": "r"}})])
+
+
+def test_an_ordered_dict_usage_inside_a_plain_chunk_is_kept_as_a_dict() -> None:
+    chunk = {
+        "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}],
+        "usage": OrderedDict(prompt_tokens=3, completion_tokens=1),
+    }
+    turn = turn_of([chunk])
+    assert turn.usage == {"prompt_tokens": 3, "completion_tokens": 1}
+    assert type(turn.usage) is dict
