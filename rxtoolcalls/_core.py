@@ -430,6 +430,43 @@ def _plain(value: object) -> Any:
     return value
 
 
+def kept_size(value: object) -> int:
+    """About the characters ``value`` writes as JSON: strings and keys exactly, a few per other.
+
+    A walk of its containers, never a write (writing a 4 KB item measured ten times the cost).
+    """
+    size = 0
+    stack: list[Any] = [value]
+    while stack:
+        found = stack.pop()
+        kind = type(found)
+        if kind is dict:
+            size += 2 + 4 * len(found)
+            for key, inner in found.items():
+                size += len(key) if type(key) is str else 8
+                if type(inner) is str:
+                    size += len(inner)  # its quotes are in the 4 above
+                else:
+                    stack.append(inner)
+        elif kind is str:
+            size += len(found) + 2
+        elif kind is list or kind is tuple:
+            size += 2 + len(found)
+            stack.extend(found)
+        elif kind is int:
+            # A digit per 3.3 bits, with no decimal text made (it may be past 4300 digits).
+            size += found.bit_length() // 3 + 2
+        elif kind is float or kind is bool or found is None:
+            size += 8
+        elif isinstance(found, Mapping):
+            stack.append(dict(found))
+        elif isinstance(found, bytes | bytearray):
+            size += len(found)
+        else:
+            size += 8
+    return size
+
+
 def event_dict(event: object, what: str) -> dict[str, Any]:
     """An SDK event object as the dict of what was sent (dicts pass as they are).
 
@@ -525,6 +562,8 @@ class _State:
         "_closed",
         "_fast",
         "_keep",
+        "_kept",
+        "_kept_room",
         "_max_call",
         "_max_identifier",
         "_named",
@@ -561,6 +600,10 @@ class _State:
         self._max_call = policy.limits.max_call_arguments
         self._budget = policy.limits.max_turn_arguments
         self._text_room = policy.limits.max_text
+        # What is kept verbatim for the turn's items: the room left, and the size each key
+        # holds now (a later value under one key replaces the earlier).
+        self._kept_room = policy.limits.max_kept
+        self._kept: dict[object, int] = {}
         self._max_identifier = policy.limits.max_identifier
         # The fast path only counts; recoveries that inspect pieces take the full path.
         self._fast = not policy.needs_piece_checks
@@ -658,6 +701,28 @@ class _State:
             )
         self._text_room = room
         return text
+
+    def charge_kept(self, value: object, what: str, key: object = None) -> None:
+        """Take ``value``'s size as JSON from ``Limits.max_kept`` (kept for the turn's items).
+
+        The size is ``kept_size(value)``. A value under ``key`` (not ``None``) replaces the one
+        that key held: only the difference is taken. Raises ``LimitExceededError`` past the
+        limit, before anything is kept.
+        """
+        before = 0 if key is None else self._kept.get(key, 0)
+        size = kept_size(value)
+        room = self._kept_room - size + before
+        if room < 0:
+            limit = self._policy.limits.max_kept
+            raise LimitExceededError(
+                f"{what} passed Limits.max_kept ({limit:,} characters kept verbatim in one "
+                f"turn); nothing past it was kept",
+                limit="max_kept",
+                value=limit,
+            )
+        self._kept_room = room
+        if key is not None:
+            self._kept[key] = size
 
     def _all_calls(self) -> list[Call]:
         return [call for state in self._choices.values() for call in state.every]

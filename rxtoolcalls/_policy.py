@@ -47,7 +47,12 @@ class Limits:
       (every call of every choice, legacy ``function_call`` included);
     - ``max_calls``: tool calls opened in the turn; ``max_choices``: choices in the stream;
     - ``max_depth``: nesting of parsed arguments;
-    - ``max_text``: content, refusal and reasoning of the turn together (every choice);
+    - ``max_text``: content, refusal and reasoning of the turn together (every choice), and
+      the signatures streamed with them;
+    - ``max_kept``: what the turn keeps verbatim for its ``items``, as JSON characters, the
+      turn together: Responses items (a final item replaces what its index held), Anthropic
+      blocks other than tool calls and their citations, Gemini parts other than text and
+      calls, and the signatures and other keys kept with them;
     - ``max_identifier``: one id, name (joined fragments included), type or finish_reason;
     - ``max_event``: one server-sent event, and one line of the event stream (``from_sse``).
     """
@@ -58,6 +63,7 @@ class Limits:
     max_depth: int = 128
     max_event: int = 64 * 1024 * 1024
     max_text: int = 16 * 1024 * 1024
+    max_kept: int = 16 * 1024 * 1024
     max_identifier: int = 1024
     max_choices: int = 128
 

@@ -124,6 +124,9 @@ class _Blocks(Core):
         state = self._choices[0]
         if kind == "text" or kind == "thinking":
             self._start_text(state, index, block, kind)
+        if kind != "tool_use" and kind not in _SERVER_CALLS:
+            # A call's input takes the argument limits; any other block is kept as sent.
+            self.charge_kept(block, f"content_block_start {index}")
         self._blocks[index] = block
         self._open_blocks.add(index)
         if kind != "tool_use" and kind not in _SERVER_CALLS:
@@ -206,8 +209,10 @@ class _Blocks(Core):
             extra = self._extra.setdefault(index, {})
             extra["signature"] = extra.get("signature", "") + signature
         elif kind == "citations_delta":
+            citation = delta.get("citation")
+            self.charge_kept(citation, f"citations_delta for block {index}")
             extra = self._extra.setdefault(index, {})
-            extra.setdefault("citations", []).append(delta.get("citation"))
+            extra.setdefault("citations", []).append(citation)
 
     def _stop(self, data: dict[str, Any]) -> None:
         index, block = self._block(data)

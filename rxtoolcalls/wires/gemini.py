@@ -292,6 +292,7 @@ class _Parts(Core):
             self._text(state, candidate, part, text)
         else:
             # A copy: the parts are the reader's own (the turn holds them, ``_held`` reads them).
+            self.charge_kept(part, f"candidate {state.index}: a part")
             candidate.parts.append(dict(part))
         return _NO_EVENTS
 
@@ -302,6 +303,12 @@ class _Parts(Core):
         if text == "" and "thoughtSignature" not in part:
             return
         self._write(state, "reasoning" if thought else "content", "text", text)
+        if len(part) > 1 + ("thought" in part):
+            # What the part holds besides its text (a signature) is kept as sent.
+            self.charge_kept(
+                {k: v for k, v in part.items() if k != "text" and k != "thought"},
+                f"candidate {state.index}: a text part",
+            )
         last = candidate.parts[-1] if candidate.parts else None
         if (
             isinstance(last, dict)
@@ -361,6 +368,8 @@ class _Parts(Core):
         call.closed = False
         candidate.calls += 1
         shown = {k: v for k, v in part.items() if k != "functionCall"} if len(part) > 1 else {}
+        if shown:
+            self.charge_kept(shown, f"candidate {state.index}: a functionCall part")
         candidate.parts.append(new_call_item(call.index, _render_call(shown, given is not None)))
         started = self._name_known(call)
         args = function_call.get("args")
@@ -500,6 +509,7 @@ class _Parts(Core):
     def _sign(self, candidate: _Candidate, call: Call, part: dict[str, Any]) -> None:
         """Keep a signature sent on a fragment with the call's own part."""
         extra = {k: v for k, v in part.items() if k != "functionCall"}
+        self.charge_kept(extra, f"candidate {call.choice_index}: a functionCall part")
         for at, item in enumerate(candidate.parts):
             if isinstance(item, CallItem) and item.index == call.index:
                 candidate.parts[at] = new_call_item(call.index, _Signed(extra, item.render))

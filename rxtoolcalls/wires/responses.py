@@ -123,8 +123,11 @@ class _Items(Core):
                 f"two items cannot share an index",
                 index=index,
             )
-        self._items[index] = item
         kind = item.get("type")
+        if kind not in _CALLS:
+            # A call's arguments take the argument limits; any other item is kept as sent.
+            self.charge_kept(item, f"output_item.added {index}", index)
+        self._items[index] = item
         if kind not in _CALLS:
             return _NO_EVENTS
         state = self._choices[0]
@@ -172,11 +175,19 @@ class _Items(Core):
         started = self._final_item(index, item, "output_item.done")
         return _NO_EVENTS if started is None else (started,)
 
-    def _final_item(self, index: int, item: dict[str, Any], source: str) -> ToolCallStarted | None:
-        """Apply an item in its final form: it replaces what came before and closes a call."""
+    def _final_item(
+        self, index: int, item: dict[str, Any], source: str, terminal: bool = False
+    ) -> ToolCallStarted | None:
+        """Apply an item in its final form: it replaces what came before and closes a call.
+
+        The items of the terminal event's output are not charged to ``Limits.max_kept``: one
+        event, bounded by ``max_event``, after which the stream takes no more.
+        """
         before = self._items.get(index)
-        self._items[index] = item
         kind = item.get("type")
+        if kind not in _CALLS and not terminal:
+            self.charge_kept(item, f"{source} {index}", index)
+        self._items[index] = item
         call = self._calls0.get(index)
         if kind not in _CALLS:
             if call is not None or (before is not None and before.get("type") != kind):
@@ -333,7 +344,7 @@ class ResponsesReader(_Items):
         if isinstance(output, list):
             items = [_item(item, kind + " output") for item in output]
             for index, item in zip(self._placed(items), items, strict=True):
-                event = self._final_item(index, item, f"{kind} output")
+                event = self._final_item(index, item, f"{kind} output", terminal=True)
                 if event is not None:
                     started.append(event)
         usage = response.get("usage")

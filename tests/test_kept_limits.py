@@ -1,0 +1,124 @@
+"""What a turn keeps verbatim (items, blocks, parts, citations) has a ceiling: ``Limits.max_kept``.
+
+With every limit small, a stream of events that are each small but keep something must stop
+at the ceiling with a ``LimitExceededError``, not hold everything it is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import rxtoolcalls as rt
+from tests.wire_builders import a_start, g_response, r_created
+
+SMALL = rt.Policy(
+    limits=rt.Limits(
+        max_call_arguments=1000,
+        max_turn_arguments=1000,
+        max_text=1000,
+        max_identifier=1000,
+        max_event=1000,
+        max_kept=1000,
+    )
+)
+PAYLOAD = "x" * 200
+
+
+def responses_reasoning() -> Iterator[dict[str, Any]]:
+    yield r_created()
+    for n in range(50_000):
+        item = {"type": "reasoning", "id": f"rs_{n}", "summary": [], "encrypted_content": PAYLOAD}
+        yield {"type": "response.output_item.done", "output_index": n, "item": item}
+
+
+def anthropic_server_results() -> Iterator[dict[str, Any]]:
+    yield a_start()
+    for n in range(50_000):
+        block = {
+            "type": "web_search_tool_result",
+            "tool_use_id": f"srvtoolu_{n}",
+            "content": [
+                {"type": "web_search_result", "url": "https://a.example", "title": PAYLOAD}
+            ],
+        }
+        yield {"type": "content_block_start", "index": n, "content_block": block}
+        yield {"type": "content_block_stop", "index": n}
+
+
+def anthropic_citations() -> Iterator[dict[str, Any]]:
+    yield a_start()
+    yield {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+    for _ in range(50_000):
+        citation = {"type": "char_location", "cited_text": PAYLOAD, "document_index": 0}
+        yield {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "citations_delta", "citation": citation},
+        }
+
+
+def gemini_inline_data() -> Iterator[dict[str, Any]]:
+    for _ in range(50_000):
+        yield g_response({"inlineData": {"mimeType": "image/png", "data": PAYLOAD}})
+
+
+def gemini_signed_text() -> Iterator[dict[str, Any]]:
+    for _ in range(50_000):
+        yield g_response({"text": "", "thoughtSignature": PAYLOAD})
+
+
+STREAMS: dict[str, Callable[[], Iterator[dict[str, Any]]]] = {
+    "responses reasoning items": responses_reasoning,
+    "anthropic server results": anthropic_server_results,
+    "anthropic citations": anthropic_citations,
+    "gemini inlineData": gemini_inline_data,
+    "gemini signatures": gemini_signed_text,
+}
+
+
+@pytest.mark.parametrize("name", STREAMS)
+def test_what_is_kept_verbatim_stops_at_max_kept(name: str) -> None:
+    assembler = rt.Assembler(SMALL)
+    fed = 0
+
+    def feed_all() -> None:
+        nonlocal fed
+        for event in STREAMS[name]():
+            fed += 1
+            assembler.feed(event)
+
+    with pytest.raises(rt.LimitExceededError) as caught:
+        feed_all()
+    assert caught.value.limit == "max_kept"
+    assert caught.value.value == 1000
+    # Each event keeps about 250 characters: the ceiling is met within a few events.
+    assert fed < 20
+
+
+@pytest.mark.parametrize("name", STREAMS)
+def test_the_same_streams_pass_under_the_default_limits(name: str) -> None:
+    events = STREAMS[name]()
+    assembler = rt.Assembler()
+    for _, event in zip(range(40), events, strict=False):
+        assembler.feed(event)
+    assert rt.Limits().max_kept >= 16 * 1024 * 1024
+
+
+def test_a_final_item_replaces_what_its_index_held_in_the_count() -> None:
+    # The same reasoning item sent again at one index (added, then done) is counted once.
+    assembler = rt.Assembler(SMALL)
+    assembler.feed(r_created())
+    item = {"type": "reasoning", "id": "rs_0", "summary": [], "encrypted_content": "y" * 600}
+    assembler.feed({"type": "response.output_item.added", "output_index": 0, "item": item})
+    assembler.feed({"type": "response.output_item.done", "output_index": 0, "item": item})
+    assembler.feed(
+        {
+            "type": "response.completed",
+            "response": {"id": "r", "status": "completed", "output": [item]},
+        }
+    )
+    turn = assembler.close()
+    assert turn.items[0]["encrypted_content"] == "y" * 600
