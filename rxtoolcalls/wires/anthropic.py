@@ -124,9 +124,7 @@ class _Blocks(Core):
         state = self._choices[0]
         if kind == "text" or kind == "thinking":
             self._start_text(state, index, block, kind)
-        if kind != "tool_use" and kind not in _SERVER_CALLS:
-            # A call's input takes the argument limits; any other block is kept as sent.
-            self.charge_kept(block, f"content_block_start {index}")
+        self.charge_kept(block, f"content_block_start {index}")
         self._blocks[index] = block
         self._open_blocks.add(index)
         if kind != "tool_use" and kind not in _SERVER_CALLS:

@@ -123,11 +123,10 @@ class _Items(Core):
                 f"two items cannot share an index",
                 index=index,
             )
-        kind = item.get("type")
-        if kind not in _CALLS:
-            # A call's arguments take the argument limits; any other item is kept as sent.
-            self.charge_kept(item, f"output_item.added {index}", index)
+        # Every item is kept as sent (a call's too, whose arguments its call also holds).
+        self.charge_kept(item, f"output_item.added {index}", index)
         self._items[index] = item
+        kind = item.get("type")
         if kind not in _CALLS:
             return _NO_EVENTS
         state = self._choices[0]
@@ -185,7 +184,7 @@ class _Items(Core):
         """
         before = self._items.get(index)
         kind = item.get("type")
-        if kind not in _CALLS and not terminal:
+        if not terminal:
             self.charge_kept(item, f"{source} {index}", index)
         self._items[index] = item
         call = self._calls0.get(index)
