@@ -49,7 +49,7 @@ from reactivex.scheduler.eventloop import AsyncIOScheduler, AsyncIOThreadSafeSch
 
 from ._agent_io import RunsOn, discard, open_chunks, run_tool, typed_failure
 from ._close import resolve_policy, single_turn
-from ._errors import MalformedChunkError, ToolCallStreamError, clip
+from ._errors import ToolCallStreamError, clip
 from ._policy import Policy, PolicyName
 from ._reader import reader as TurnReader
 from ._types import (
@@ -210,38 +210,6 @@ _Answer: TypeAlias = tuple[ToolCallFinished, object]
 # and a ledger may be shared by several loops.
 _LEDGER_LOCK = threading.Lock()
 _UNKNOWN = object()
-
-
-def _unique_ids(turn: AssistantTurn, policy: Policy) -> AssistantTurn:
-    """The turn, or a typed error when two of its calls share one id.
-
-    The default policy refuses it (the transcript would answer one id twice); with
-    ``synthesize_missing_ids`` a repeated id gets a suffix and is counted in ``normalizations``.
-    """
-    first: dict[str, int] = {}
-    calls: list[ToolCall] = []
-    renamed = 0
-    for call in turn.tool_calls:
-        if call.id in first:
-            if not policy.synthesize_missing_ids:
-                raise MalformedChunkError(
-                    f"tool calls {first[call.id]} and {call.index} share the id "
-                    f"{call.id[:64]!r}; each call needs its own",
-                    index=call.index,
-                    name=call.name,
-                )
-            new_id = call.id
-            while new_id in first:
-                new_id = f"{new_id}_{call.index}"
-            call = replace(call, id=new_id)
-            renamed += 1
-        first[call.id] = call.index
-        calls.append(call)
-    if not renamed:
-        return turn
-    counts = dict(turn.normalizations)
-    counts["renamed_duplicate_ids"] = counts.get("renamed_duplicate_ids", 0) + renamed
-    return replace(turn, tool_calls=tuple(calls), normalizations=counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -528,7 +496,7 @@ class _Conversation:
                 return
             ended = True
             try:
-                turn = _unique_ids(single_turn(reader.close_choices()), self.s.policy)
+                turn = single_turn(reader.close_choices())
             except Exception as error:  # noqa: BLE001 - the reader's typed errors
                 self.turn_failed(number, attempt, error)
                 return
