@@ -6,7 +6,7 @@ import gc
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +200,19 @@ def garbage_of(run: Callable[[], object]) -> int:
         return gc.collect()
     finally:
         gc.enable()
+
+
+class NotADict(Mapping[str, Any]):
+    """A ``Mapping`` that is no dict: read as one at an event's top, refused deeper by a wire."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import os
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -27,26 +26,11 @@ from rxtoolcalls._core import Core
 from rxtoolcalls._reader import detect_wire, reader
 from rxtoolcalls._types import CallItem
 from rxtoolcalls.wires.gemini import GeminiReader
+from tests.helpers import NotADict
 from tests.test_wire_gemini import _JUNK, _places, _replace
 from tests.wire_builders import G_CLOSE, g_arg, g_open, load_wire, wire_fixture_names
 
 GEMINI = wire_fixture_names("gemini")
-
-
-class _NotADict(Mapping[str, Any]):
-    """Reads like a dict, is not one: the wire rules refuse it."""
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self._data = data
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
 
 
 @pytest.fixture(autouse=True)
@@ -336,14 +320,14 @@ _EDGES: list[tuple[str, list[Any], rt.Policy]] = [
         (f"shape {label}", [{"candidates": candidates}, _STOP], rt.DEFAULT)
         for label, candidates in (
             ("candidates tuple", (_whole()["candidates"][0],)),
-            ("candidate not a dict", [_NotADict(_whole()["candidates"][0])]),
-            ("content not a dict", [{"content": _NotADict({"parts": [_CALL]})}]),
+            ("candidate not a dict", [NotADict(_whole()["candidates"][0])]),
+            ("content not a dict", [{"content": NotADict({"parts": [_CALL]})}]),
             ("parts tuple", [{"content": {"parts": (_CALL,)}}]),
             ("parts a dict", [{"content": {"parts": _CALL}}]),
-            ("part not a dict", [{"content": {"parts": [_NotADict(_CALL)]}}]),
+            ("part not a dict", [{"content": {"parts": [NotADict(_CALL)]}}]),
             (
                 "call not a dict",
-                [{"content": {"parts": [{"functionCall": _NotADict(_CALL["functionCall"])}]}}],
+                [{"content": {"parts": [{"functionCall": NotADict(_CALL["functionCall"])}]}}],
             ),
             ("name and args only", [{"content": {"parts": [_CALL]}}]),
             *(
@@ -518,10 +502,10 @@ _STREAMED_EDGES: list[tuple[str, list[Any]]] = [
         [*_OPENED, {"candidates": (_streamed(_PIECE)["candidates"][0],)}, *_ENDED],
     ),
     ("parts tuple", [*_OPENED, {"candidates": [{"content": {"parts": (_PIECE,)}}]}, *_ENDED]),
-    ("part not a dict", [*_OPENED, _streamed(_NotADict(_PIECE)), *_ENDED]),
+    ("part not a dict", [*_OPENED, _streamed(NotADict(_PIECE)), *_ENDED]),
     (
         "call not a dict",
-        [*_OPENED, _streamed({"functionCall": _NotADict(_PIECE["functionCall"])}), *_ENDED],
+        [*_OPENED, _streamed({"functionCall": NotADict(_PIECE["functionCall"])}), *_ENDED],
     ),
     ("signed piece", [*_OPENED, _streamed({**_PIECE, "thoughtSignature": "c2ln"}), *_ENDED]),
     *(
@@ -539,7 +523,7 @@ _STREAMED_EDGES: list[tuple[str, list[Any]]] = [
             ("not a str", {"stringValue": 5}),
             ("an extra key", {"x": 1}),
             ("entries tuple", {"call_partialArgs": (dict(_ENTRY),)}),
-            ("entry not a dict", {"call_partialArgs": [_NotADict(dict(_ENTRY))]}),
+            ("entry not a dict", {"call_partialArgs": [NotADict(dict(_ENTRY))]}),
             ("two entries", {"call_partialArgs": [dict(_ENTRY), dict(_ENTRY)]}),
             ("call goes on no more", {"call_willContinue": False}),
             ("call with a name", {"call_name": "g"}),
@@ -775,9 +759,9 @@ def _response(draw: Any) -> Any:
                     {"parts": {}},
                     {"parts": (whole,)},
                     {"parts": {"functionCall": whole["functionCall"]}},
-                    _NotADict({"parts": [whole]}),
-                    {"parts": [_NotADict(whole)]},
-                    {"parts": [{"functionCall": _NotADict(whole["functionCall"])}]},
+                    NotADict({"parts": [whole]}),
+                    {"parts": [NotADict(whole)]},
+                    {"parts": [{"functionCall": NotADict(whole["functionCall"])}]},
                 ]
             )
         )
@@ -789,7 +773,7 @@ def _response(draw: Any) -> Any:
     if not draw(st.integers(0, 19)):
         event["candidates"] = draw(
             st.sampled_from(
-                [[], [candidate, candidate], None, {}, (candidate,), [_NotADict(candidate)]]
+                [[], [candidate, candidate], None, {}, (candidate,), [NotADict(candidate)]]
             )
         )
     if not draw(st.integers(0, 29)):

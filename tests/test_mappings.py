@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -19,25 +19,10 @@ from typing import Any
 import pytest
 
 import rxtoolcalls as rt
+from tests.helpers import NotADict
 from tests.wire_builders import WIRE_FIXTURES, rx_turn, turn_of
 
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
-
-
-class Frozen(Mapping[str, Any]):
-    """A ``Mapping`` that is no dict."""
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self._data = data
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
 
 
 def deep(value: Any, make: Callable[[dict[str, Any]], Any]) -> Any:
@@ -55,7 +40,7 @@ def nested_only(value: dict[str, Any], make: Callable[[dict[str, Any]], Any]) ->
 MAKERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "OrderedDict": OrderedDict,
     "MappingProxyType": MappingProxyType,
-    "a Mapping": Frozen,
+    "a Mapping": NotADict,
 }
 
 
@@ -110,7 +95,7 @@ def test_any_mapping_reads_as_the_plain_dict(
 
 
 def test_a_mapping_that_cannot_be_read_is_a_typed_error() -> None:
-    class Broken(Frozen):
+    class Broken(NotADict):
         def __iter__(self) -> Iterator[str]:
             raise OSError("gone")
 
