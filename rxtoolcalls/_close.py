@@ -22,7 +22,8 @@
    ``InvalidArgumentsError``. Free-form calls (``json=False``) are kept as text.
 5. No two calls of a choice share an id (each answer pairs with one call): a repeat is a
    ``MalformedChunkError``; under ``synthesize_missing_ids`` it gets the call's index as a
-   suffix instead (``renamed_duplicate_ids``), in the calls and in the turn's items alike.
+   suffix instead, again until no call of the choice has that id (``renamed_duplicate_ids``),
+   in the calls and in the turn's items alike.
 6. Everything is computed before anything is returned: all calls of all choices, or one error.
 """
 
@@ -474,13 +475,24 @@ def build_turns(
     by_choice: dict[int, list[ToolCall]] = {}
     built: dict[tuple[int, int], ToolCall] = {}
     ids: dict[int, set[str]] = {}
+    # Every id the choice's calls were sent with: a new name for a repeat takes none of them.
+    sent: dict[int, set[str]] = {}
+    for buffer in buffers:
+        if not buffer.server and buffer.id is not None:
+            sent.setdefault(buffer.choice_index, set()).add(buffer.id)
     for buffer in sorted(buffers, key=_ORDER):
         parsed = known.get((buffer.choice_index, buffer.index, buffer.order)) if known else None
         call = _complete(buffer, policy, finish.get(buffer.choice_index), count, parsed)
         if not buffer.server:
             taken = ids.setdefault(buffer.choice_index, set())
             if call.id in taken:
-                call = _renamed(call, buffer, taken, policy, finish.get(buffer.choice_index))
+                call = _renamed(
+                    call,
+                    buffer,
+                    taken | sent[buffer.choice_index],
+                    policy,
+                    finish.get(buffer.choice_index),
+                )
                 count("renamed_duplicate_ids")
             taken.add(call.id)
             by_choice.setdefault(buffer.choice_index, []).append(call)
@@ -526,7 +538,7 @@ def _renamed(
     policy: Policy,
     finish_reason: str | None,
 ) -> ToolCall:
-    """``call`` under an id no earlier call of its choice has (rule 5), or raise."""
+    """``call`` under an id no call of its choice has or was sent with (rule 5), or raise."""
     if not policy.synthesize_missing_ids:
         raise MalformedChunkError(
             f"{_where_buffer(buffer)}: its id {clip(call.id, 64)!r} is an earlier call's too; "

@@ -115,3 +115,57 @@ def test_unique_ids_pass_untouched() -> None:
     turn = turn_of(chat((0, "a", "read", "{}"), (1, "b", "read", "{}")))
     assert [c.id for c in turn.tool_calls] == ["a", "b"]
     assert "renamed_duplicate_ids" not in turn.normalizations
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_new_name_never_takes_a_later_call_s_own_id(wire: str) -> None:
+    calls = ((0, "a", "read", "{}"), (1, "a", "read", "{}"), (2, "a_1", "read", "{}"))
+    turn = turn_of(WIRES[wire](*calls), policy=rt.LENIENT)
+    ids = [c.id for c in turn.tool_calls]
+    assert ids[0] == "a"
+    assert ids[2] == "a_1"
+    assert len(set(ids)) == 3
+    assert turn.normalizations["renamed_duplicate_ids"] == 1
+
+
+def _transfer(arguments: str, status: str = "completed") -> dict[str, Any]:
+    """A function_call item without an item id, as a minimal server sends it."""
+    return {
+        "type": "function_call",
+        "call_id": "a",
+        "name": "transfer",
+        "arguments": arguments,
+        "status": status,
+    }
+
+
+def _two_transfers(output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    events = [r_created()]
+    for index, arguments in enumerate(('{"usd": 5}', '{"usd": 500}')):
+        events += [
+            {"type": "response.output_item.added", "output_index": index, "item": _transfer("")},
+            {
+                "type": "response.output_item.done",
+                "output_index": index,
+                "item": _transfer(arguments),
+            },
+        ]
+    events.append(
+        {
+            "type": "response.completed",
+            "response": {"id": "r", "status": "completed", "output": output},
+        }
+    )
+    return events
+
+
+def test_terminal_items_of_a_shared_call_id_pair_in_order_or_not_at_all() -> None:
+    both = _two_transfers([_transfer('{"usd": 5}'), _transfer('{"usd": 500}')])
+    turn = turn_of(both, policy=rt.LENIENT)
+    assert [(c.id, c.parsed_arguments) for c in turn.tool_calls] == [
+        ("a", {"usd": 5}),
+        ("a_1", {"usd": 500}),
+    ]
+    # One item for two calls: which one it is cannot be told, so nothing is guessed.
+    with pytest.raises(rt.MalformedChunkError, match="cannot be told"):
+        turn_of(_two_transfers([_transfer('{"usd": 500}')]), policy=rt.LENIENT)

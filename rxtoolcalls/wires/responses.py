@@ -365,35 +365,45 @@ class ResponsesReader(_Items):
         """The output_index of each item of a terminal ``output`` list.
 
         A call is found by its ``call_id`` (one no other call has), another item by its
-        ``id``; an item found by neither takes its position when that holds nothing or an
-        item of its type, else the next free index. Proxies send ``output`` without items
-        they streamed (a reasoning item before a call), so a position alone cannot say which
-        item it is.
+        ``id``; an item found by neither takes its position when that holds nothing or an item
+        of its type, else the next free index. Proxies send ``output`` without items they
+        streamed (a reasoning item before a call), so a position alone cannot say which item
+        it is. Calls that share a ``call_id`` (the close refuses or renames them) take that
+        call_id's items in order when the output has one for each; with fewer or more, which
+        is which cannot be told, and that is a ``MalformedChunkError``.
         """
-        calls: dict[str, int] = {}
-        shared: set[str] = set()
-        for i, c in self._calls0.items():
-            if type(c.id) is str:
-                if c.id in calls:
-                    shared.add(c.id)
-                calls.setdefault(c.id, i)
-        # A call_id two calls share places neither (the close refuses or renames it).
-        for repeated in shared:
-            del calls[repeated]
+        calls: dict[str, list[int]] = {}
+        for i in sorted(self._calls0):
+            call_id = self._calls0[i].id
+            if type(call_id) is str:
+                calls.setdefault(call_id, []).append(i)
         ids: dict[str, int] = {}
         for at, known in self._items.items():
             ident = known.get("id")
             if type(ident) is str:
                 ids.setdefault(ident, at)
+        sent: dict[str, int] = {}
+        for item in items:
+            call_id = item.get("call_id")
+            if item["type"] in _CALLS and type(call_id) is str:
+                sent[call_id] = sent.get(call_id, 0) + 1
         taken: set[int] = set()
         placed: list[int] = []
         for position, item in enumerate(items):
             call_id, ident = item.get("call_id"), item.get("id")
             index: int | None = None
-            if item["type"] in _CALLS and type(call_id) is str:
-                index = calls.get(call_id)
+            found = calls.get(call_id) if item["type"] in _CALLS and type(call_id) is str else None
+            if found is not None and len(found) == 1:
+                index = found[0]
             if index is None and type(ident) is str:
                 index = ids.get(ident)
+            if index is None and found is not None and len(found) > 1:
+                if sent[str(call_id)] != len(found):
+                    raise MalformedChunkError(
+                        f"the terminal output has {sent[str(call_id)]} call items for a call_id "
+                        f"{len(found)} calls share: which is which cannot be told"
+                    )
+                index = next((i for i in found if i not in taken), None)
             if index is None or index in taken:
                 before = self._items.get(position)
                 if position not in taken and (before is None or before["type"] == item["type"]):
