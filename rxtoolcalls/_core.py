@@ -35,7 +35,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeGuard
 
 from ._close import _ORDER, _where, build_turns, check_finish, every_turn
 from ._errors import (
@@ -365,17 +365,36 @@ def attr(obj: object, name: str, default: object = None) -> Any:
         ) from exc
 
 
+def is_object(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """Whether ``value`` is a JSON object here: a dict, or any other ``Mapping``."""
+    return isinstance(value, dict) or isinstance(value, Mapping)  # noqa: SIM101 - dicts skip the ABC
+
+
 def get(obj: object, name: str) -> Any:
     """Read a field of a dict (any ``Mapping``) or an object."""
-    if isinstance(obj, dict) or isinstance(obj, Mapping):  # noqa: SIM101 - dicts skip the ABC
+    if isinstance(obj, dict):
         return obj.get(name)
+    if isinstance(obj, Mapping):
+        return _looked_up(obj, name)
     return attr(obj, name)
+
+
+def _looked_up(obj: Mapping[str, Any], name: str) -> Any:
+    """``obj.get(name)`` of a ``Mapping`` that is no dict: whatever its lookup raises is typed."""
+    try:
+        return obj.get(name)
+    except Exception as exc:
+        raise MalformedChunkError(
+            f"reading {name!r} of a {type(obj).__name__} raised {type(exc).__name__}"
+        ) from exc
 
 
 def extra(obj: object, name: str) -> Any:
     """Read a field that a typed model may hold as an extra (pydantic ``extra="allow"``)."""
-    if isinstance(obj, dict) or isinstance(obj, Mapping):  # noqa: SIM101 - dicts skip the ABC
+    if isinstance(obj, dict):
         return obj.get(name)
+    if isinstance(obj, Mapping):
+        return _looked_up(obj, name)
     extras = attr(obj, "__pydantic_extra__", _ABSENT)
     if extras is _ABSENT:
         return attr(obj, name)

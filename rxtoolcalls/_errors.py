@@ -5,6 +5,8 @@ Any other exception escaping the assembler or the operators is a bug.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 __all__ = [
     "ContentFilteredError",
     "InvalidArgumentsError",
@@ -134,7 +136,7 @@ def retryable(code: object, body: object = None) -> bool | None:
     stack = [body]
     while stack:
         part = stack.pop()
-        if isinstance(part, dict):
+        if isinstance(part, Mapping):
             found.extend(part.get(k) for k in ("code", "type", "status", "status_code"))
             message = part.get("message")
             if isinstance(message, str):

@@ -15,6 +15,7 @@ from typing import Any, cast, get_args
 
 from ._close import resolve_policy, single_turn
 from ._core import _NO_EVENTS, Call, Core, attr
+from ._errors import MalformedChunkError
 from ._policy import DEFAULT, Policy, PolicyName
 from ._types import AssistantTurn, StreamEnd, ToolCallStarted, Wire
 from .wires import anthropic, gemini, responses
@@ -42,11 +43,16 @@ def resolve_wire(wire: object) -> Wire | None:
 def detect_wire(event: object) -> Wire | None:
     """The wire that ``event`` belongs to, or ``None`` when it could belong to any."""
     if isinstance(event, Mapping):
-        if "choices" in event or event.get("object") == "chat.completion.chunk":
-            return "chat"
-        if gemini.identifies(event):
-            return "gemini"
-        kind = event.get("type")
+        try:
+            if "choices" in event or event.get("object") == "chat.completion.chunk":
+                return "chat"
+            if gemini.identifies(event):
+                return "gemini"
+            kind = event.get("type")
+        except Exception as exc:  # a Mapping of the caller's whose lookup fails
+            raise MalformedChunkError(
+                f"reading a {type(event).__name__} event raised {type(exc).__name__}"
+            ) from exc
     elif event is None or isinstance(event, str | bytes | int | float | list | tuple):
         return None
     else:

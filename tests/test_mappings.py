@@ -86,10 +86,9 @@ def test_any_mapping_reads_as_the_plain_dict(
         expected = outcome(run, events)
         got = outcome(run, shaped)
         if depth == "nested only" and maker != "OrderedDict" and got != expected:
-            # Read where a reader asks any object for a field, refused or read less where it
-            # wants a dict: never a crash, never a turn that differs.
-            assert isinstance(got[0], type)
-            assert issubclass(got[0], rt.ToolCallStreamError)
+            # Read where a reader asks any object for a field, refused where it wants a dict:
+            # never a crash, never a turn that differs, never a part silently passed over.
+            assert got[0] is rt.MalformedChunkError
         else:
             assert got == expected
 
@@ -111,3 +110,43 @@ def test_an_ordered_dict_usage_inside_a_plain_chunk_is_kept_as_a_dict() -> None:
     turn = turn_of([chunk])
     assert turn.usage == {"prompt_tokens": 3, "completion_tokens": 1}
     assert type(turn.usage) is dict
+
+
+def test_a_mapping_nested_where_a_field_is_read_is_read_never_passed_over() -> None:
+    call = {"functionCall": {"name": "delete_path", "args": {"path": "/tmp/x"}}}
+    content = MappingProxyType({"role": "model", "parts": [call]})
+    turn = turn_of([{"candidates": [{"content": content, "finishReason": "STOP"}]}])
+    assert [c.name for c in turn.tool_calls] == ["delete_path"]
+    blocked = {"promptFeedback": MappingProxyType({"blockReason": "SAFETY"})}
+    with pytest.raises(rt.ContentFilteredError):
+        turn_of([blocked])
+    error = {"error": MappingProxyType({"code": 400, "message": "API key not valid"})}
+    with pytest.raises(rt.ProviderError) as caught:
+        turn_of([{"candidates": [], **error}])
+    assert (caught.value.code, caught.value.retryable) == (400, False)
+
+
+def test_an_anthropic_stop_reason_in_a_mapping_delta_is_read() -> None:
+    events = [
+        {"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": MappingProxyType({"stop_reason": "max_tokens"})},
+        {"type": "message_stop"},
+    ]
+    assert turn_of(events).finish_reason == "max_tokens"
+
+
+class Flaky(NotADict):
+    def get(self, key: str, default: Any = None) -> Any:
+        raise RuntimeError("backend gone")
+
+    def __contains__(self, key: object) -> bool:
+        raise RuntimeError("backend gone")
+
+
+@pytest.mark.parametrize("wire", [None, "chat"])
+def test_a_mapping_whose_lookup_fails_is_a_typed_error(wire: str | None) -> None:
+    with pytest.raises(rt.MalformedChunkError, match="raised RuntimeError"):
+        turn_of([Flaky({"choices": []})], wire=wire)

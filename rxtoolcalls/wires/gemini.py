@@ -59,6 +59,7 @@ from .._core import (
     _copied,
     as_dict,
     attr,
+    is_object,
 )
 from .._errors import MalformedChunkError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
@@ -747,7 +748,7 @@ class GeminiReader(_Parts):
         self._response_id = data.get("responseId")
         error = data.get("error")
         if error is not None:
-            source = error if isinstance(error, dict) else data
+            source = error if is_object(error) else data
             code = source.get("code")
             raise provider_error(source.get("message") or source, code, data)
         candidates = data.get("candidates")
@@ -770,7 +771,7 @@ class GeminiReader(_Parts):
         for found in candidates:
             state, candidate = self._candidate(found)
             content = found.get("content")
-            parts = content.get("parts") if isinstance(content, dict) else None
+            parts = content.get("parts") if is_object(content) else None
             if parts is not None:
                 if not isinstance(parts, list):
                     raise MalformedChunkError(
@@ -811,7 +812,7 @@ class GeminiReader(_Parts):
         candidate.open = None
 
     def _prompt_feedback(self, feedback: object) -> None:
-        reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
+        reason = feedback.get("blockReason") if is_object(feedback) else None
         if reason is None:
             return
         state, candidate = self._candidate({})

@@ -34,10 +34,10 @@ Rules (``ResponsesReader.feed``):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._core import _NO_EVENTS, Call, Core, TextBuffer, _at, as_dict, event_dict
+from .._core import _NO_EVENTS, Call, Core, TextBuffer, _at, as_dict, event_dict, is_object
 from .._errors import MalformedChunkError, ProviderError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
 from .._types import CallItem, ToolCall, ToolCallStarted, new_call_item
@@ -335,7 +335,7 @@ class ResponsesReader(_Items):
             raise MalformedChunkError(f"{kind} without a response object")
         if kind == "response.failed":
             error = response.get("error")
-            _raise_error(error if isinstance(error, dict) else response, "response.failed: ")
+            _raise_error(error if is_object(error) else response, "response.failed: ")
         self._ended = kind
         self._fast = False  # every later event takes the full path, which refuses it
         output = response.get("output")
@@ -355,7 +355,7 @@ class ResponsesReader(_Items):
             state.outcome = "tool_calls" if self._calls0 else "stop"
         else:
             details = response.get("incomplete_details")
-            reason = details.get("reason") if isinstance(details, dict) else None
+            reason = details.get("reason") if is_object(details) else None
             reason = self._identity(state, None, "incomplete_details.reason", reason)
             state.finish_reason = reason or "incomplete"
             state.outcome = "content_filter" if reason == "content_filter" else "length"
@@ -463,10 +463,10 @@ def _item(value: object, source: str) -> dict[str, Any]:
     return value
 
 
-def _raise_error(data: dict[str, Any], where: str = "") -> None:
+def _raise_error(data: Mapping[str, Any], where: str = "") -> None:
     """The ``ProviderError`` of an ``error`` event (nested or flat) or a failed response."""
     error = data.get("error")
-    source = error if isinstance(error, dict) else data
+    source = error if is_object(error) else data
     code = source.get("code")
     if code is None:
         code = source.get("type") if source.get("type") != "error" else None
