@@ -675,9 +675,20 @@ class _State:
         on_error(error)
 
     def _state(self, choice_index: int = 0) -> _Choice:
-        """The state of a choice, made on first use (wires with one choice use choice 0)."""
+        """The state of a choice, made on first use (wires with one choice use choice 0).
+
+        Raises ``LimitExceededError`` for a choice past ``Limits.max_choices``.
+        """
         state = self._choices.get(choice_index)
         if state is None:
+            if len(self._choices) >= self._policy.limits.max_choices:
+                limit = self._policy.limits.max_choices
+                raise LimitExceededError(
+                    f"more than {limit} choices in one stream (Limits.max_choices)",
+                    limit="max_choices",
+                    value=limit,
+                    choice_index=choice_index,
+                )
             state = self._choices[choice_index] = _Choice(choice_index)
             if choice_index == 0:
                 self._calls0 = state.calls

@@ -70,12 +70,40 @@ def gemini_signed_text() -> Iterator[dict[str, Any]]:
         yield g_response({"text": "", "thoughtSignature": PAYLOAD})
 
 
+def gemini_thought_values() -> Iterator[dict[str, Any]]:
+    # A thought part between two makes each its own part; a "thought" that is not True is
+    # kept as sent.
+    for _ in range(50_000):
+        yield g_response({"text": "y", "thought": True})
+        yield g_response({"text": "x", "thought": PAYLOAD})
+
+
+def anthropic_usage_keys() -> Iterator[dict[str, Any]]:
+    yield a_start()
+    for n in range(50_000):
+        yield {"type": "message_delta", "delta": {}, "usage": {f"k{n}": PAYLOAD}}
+
+
+def responses_empty_texts() -> Iterator[dict[str, Any]]:
+    yield r_created()
+    for n in range(50_000):
+        yield {
+            "type": "response.output_text.delta",
+            "output_index": 0,
+            "content_index": n,
+            "delta": "",
+        }
+
+
 STREAMS: dict[str, Callable[[], Iterator[dict[str, Any]]]] = {
+    "gemini thought values": gemini_thought_values,
+    "anthropic usage keys": anthropic_usage_keys,
     "responses reasoning items": responses_reasoning,
     "anthropic server results": anthropic_server_results,
     "anthropic citations": anthropic_citations,
     "gemini inlineData": gemini_inline_data,
     "gemini signatures": gemini_signed_text,
+    "responses empty texts": responses_empty_texts,
 }
 
 
@@ -94,8 +122,8 @@ def test_what_is_kept_verbatim_stops_at_max_kept(name: str) -> None:
         feed_all()
     assert caught.value.limit == "max_kept"
     assert caught.value.value == 1000
-    # Each event keeps about 250 characters: the ceiling is met within a few events.
-    assert fed < 20
+    # Each event keeps at least 20 characters: the ceiling is met within a few events.
+    assert fed < 100
 
 
 @pytest.mark.parametrize("name", STREAMS)
@@ -122,3 +150,18 @@ def test_a_final_item_replaces_what_its_index_held_in_the_count() -> None:
     )
     turn = assembler.close()
     assert turn.items[0]["encrypted_content"] == "y" * 600
+
+
+@pytest.mark.parametrize("wire", ["chat", "gemini"])
+def test_every_wire_counts_its_choices(wire: str) -> None:
+    policy = rt.Policy(limits=rt.Limits(max_choices=4))
+    chunks = {
+        "chat": lambda n: {"choices": [{"index": n, "delta": {"content": ""}}]},
+        "gemini": lambda n: {"candidates": [{"index": n, "content": {"parts": [{"text": ""}]}}]},
+    }[wire]
+    assembler = rt.Assembler(policy)
+    for n in range(4):
+        assembler.feed(chunks(n))
+    with pytest.raises(rt.LimitExceededError) as caught:
+        assembler.feed(chunks(4))
+    assert caught.value.limit == "max_choices"

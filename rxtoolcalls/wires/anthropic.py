@@ -341,7 +341,9 @@ class AnthropicReader(_Blocks):
         usage = data.get("usage")
         if usage is not None:
             # Cumulative counts: the newest value of each wins, the input counts stay.
-            self.usage = {**(self.usage or {}), **as_dict(usage)}
+            merged = {**(self.usage or {}), **as_dict(usage)}
+            self.charge_kept(merged, "message_delta usage", "usage")
+            self.usage = merged
 
     def _settle(self) -> None:
         items: list[dict[str, Any] | CallItem] = []

@@ -288,17 +288,7 @@ class _Deltas(_Fragments):
                     raise MalformedChunkError(
                         f"choice index must be an int of at most 64 bits, got {excerpt(ci)}"
                     )
-                if len(self._choices) >= self._policy.limits.max_choices:
-                    limit = self._policy.limits.max_choices
-                    raise LimitExceededError(
-                        f"more than {limit} choices in one stream (Limits.max_choices)",
-                        limit="max_choices",
-                        value=limit,
-                        choice_index=ci,
-                    )
-                state = self._choices[ci] = _Choice(ci)
-                if ci == 0:
-                    self._calls0 = state.calls
+                state = self._state(ci)
             if delta:
                 if isinstance(delta, dict):
                     named = self._dict_delta(state, delta)

@@ -267,12 +267,13 @@ class _Parts(Core):
             raise MalformedChunkError(
                 f"a Gemini candidate index must be a small int, got {excerpt(index)}"
             )
+        state = self._state(index)  # first: it refuses a candidate past Limits.max_choices
         found = self._candidates.get(index)
         if found is None:
             found = self._candidates[index] = _Candidate()
             if index == 0:
                 self._first = found
-        return self._state(index), found
+        return state, found
 
     def _part(
         self, state: _Choice, candidate: _Candidate, part: object
@@ -304,10 +305,10 @@ class _Parts(Core):
         if text == "" and "thoughtSignature" not in part:
             return
         self._write(state, "reasoning" if thought else "content", "text", text)
-        if len(part) > 1 + ("thought" in part):
+        if len(part) > 1 + thought:
             # What the part holds besides its text (a signature) is kept as sent.
             self.charge_kept(
-                {k: v for k, v in part.items() if k != "text" and k != "thought"},
+                {k: v for k, v in part.items() if k != "text" and (k != "thought" or not thought)},
                 f"candidate {state.index}: a text part",
             )
         last = candidate.parts[-1] if candidate.parts else None

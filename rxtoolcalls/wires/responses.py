@@ -315,6 +315,8 @@ class ResponsesReader(_Items):
         text = self._charge_text(self._choices[0], excerpt(data.get("type"), 60), data.get(field))
         buffer = self._text.get(key)
         if buffer is None:
+            # Each text of the turn is kept apart: even an empty one takes room.
+            self.charge_kept(key, f"{excerpt(data.get('type'), 60)} for a new text")
             buffer = self._text[key] = TextBuffer()
         buffer.write(text)
         return _NO_EVENTS
