@@ -154,13 +154,21 @@ def check_finish(
                 **about,
             )
         elif reason == "invalid_call":
-            said_more = f": {clip(choice.message, 300)}" if choice.message else ""
-            raise InvalidArgumentsError(
+            # The provider's message quotes the call, arguments and all: it stays out of the
+            # text a log prints, in ``provider_message`` for whoever asks.
+            said_more = (
+                f"; its message ({len(choice.message):,} characters) is in provider_message"
+                if choice.message
+                else ""
+            )
+            refused = InvalidArgumentsError(
                 f"{where}the provider refused the model's tool call (finish_reason "
                 f"{said!r}){said_more}; nothing was emitted",
                 hint="retry the request: the model may well get it right the next time",
                 **about,
             )
+            refused.provider_message = choice.message
+            raise refused
         elif reason == "error":
             raise ProviderError(
                 f"{where}the provider ended the choice with finish_reason {said!r}; "

@@ -189,7 +189,13 @@ class ContentFilteredError(ToolCallStreamError):
 
 
 class InvalidArgumentsError(ToolCallStreamError):
-    """A closed argument buffer is not exactly one complete JSON object."""
+    """A closed argument buffer is not exactly one complete JSON object.
+
+    Or the provider refused the model's call: ``provider_message`` then holds what it said
+    (Gemini ``finishMessage``, which quotes the call, so it is never in the message text).
+    """
+
+    provider_message: str | None = None
 
 
 _retryable = retryable

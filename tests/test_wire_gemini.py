@@ -362,13 +362,17 @@ def test_a_blocked_prompt_is_content_filtered() -> None:
     assert caught.value.finish_reason == "PROHIBITED_CONTENT"
 
 
-def test_malformed_function_call_carries_the_models_message() -> None:
-    said = "Malformed function call: print(default_api.f(a=))"
+def test_malformed_function_call_carries_the_models_message_outside_its_text() -> None:
+    said = "Malformed function call: print(default_api.login(password='hunter2'))"
     events = [g_response(finish="MALFORMED_FUNCTION_CALL", finishMessage=said)]
     for run in (turn_of, rx_turn):
-        with pytest.raises(rt.InvalidArgumentsError, match=re.escape(said)) as caught:
+        with pytest.raises(rt.InvalidArgumentsError) as caught:
             run(events)
         assert caught.value.finish_reason == "MALFORMED_FUNCTION_CALL"
+        assert caught.value.provider_message == said
+        # The message quotes the call's arguments: never in what a log prints.
+        assert "hunter2" not in f"{caught.value} {caught.value.hint} {caught.value!r}"
+        assert "provider_message" in str(caught.value)
 
 
 def test_other_finish_reasons_are_provider_errors() -> None:
