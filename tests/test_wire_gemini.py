@@ -1078,3 +1078,19 @@ def test_ids_made_from_the_response_id_differ_between_responses_and_places() -> 
     assert all(SYNTHESIZED.fullmatch(i) for i in first + other)
     # Without a response id nothing ties two readers together: each draws its own.
     assert len(set(turn(None) + turn(None))) == 6
+
+
+def test_subscribers_agree_when_only_the_first_response_carries_the_response_id() -> None:
+    events = [
+        {**g_response(g_text("Let me check.")), "responseId": "resp-7"},
+        g_response(g_call("get_time", {})),
+        g_stop(),
+    ]
+    published = reactivex.from_iterable(events).pipe(ops.publish())
+    started: list[rt.ToolCallStarted] = []
+    turns: list[rt.AssistantTurn] = []
+    published.pipe(rt.progress()).subscribe(started.append)
+    published.pipe(rt.assemble()).subscribe(turns.append)
+    published.connect()
+    assert [s.id for s in started] == [c.id for c in turns[0].tool_calls]
+    assert [c.id for c in turn_of(events).tool_calls] == [s.id for s in started]

@@ -247,8 +247,10 @@ class _Parts(Core):
         # Candidate 0, read by the fast paths (nearly every stream has no other).
         self._first: _Candidate | None = None
         self._next_id: int | None = None
-        # The ``responseId`` of the response being read on the full path (made-up ids).
-        self._response_id: object = None
+        # The first ``responseId`` read on the full path (every stream's first response takes
+        # it), for made-up ids: the same for every reader of the stream, whatever path each
+        # event of theirs takes.
+        self._response_id: str | None = None
         # Deeper objects are parsed at the close (a copy this deep would recurse far).
         self._copy_depth = min(policy.limits.max_depth, _COPY_DEPTH)
         self._max_calls = policy.limits.max_calls
@@ -690,7 +692,7 @@ class GeminiReader(_Parts):
         first.calls = number + 1
         # The part as the turn's items show it, made now: its call is complete already.
         if given is None:
-            given = self._new_id(event.get("responseId"))
+            given = self._new_id(self._response_id or event.get("responseId"))
             counts = self.normalizations
             counts["synthesized_id"] = counts.get("synthesized_id", 0) + 1
             first.parts.append({"functionCall": {"name": name, "args": parsed}})
@@ -746,7 +748,10 @@ class GeminiReader(_Parts):
         if isinstance(event, str) and event.strip() == "[DONE]":
             return _NO_EVENTS
         data = _data(event)
-        self._response_id = data.get("responseId")
+        if self._response_id is None:
+            found = data.get("responseId")
+            if type(found) is str and found:
+                self._response_id = found
         error = data.get("error")
         if error is not None:
             source = error if is_object(error) else data
