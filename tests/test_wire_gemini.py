@@ -1094,3 +1094,16 @@ def test_subscribers_agree_when_only_the_first_response_carries_the_response_id(
     published.connect()
     assert [s.id for s in started] == [c.id for c in turns[0].tool_calls]
     assert [c.id for c in turn_of(events).tool_calls] == [s.id for s in started]
+
+
+def test_many_signed_fragments_of_one_call_keep_the_first_signature_of_each_key() -> None:
+    signed = [
+        g_response({**g_arg(f"$.a[{n}]", n), "thoughtSignature": f"sig{n}", f"k{n % 3}": n})
+        for n in range(3000)
+    ]
+    events = [g_response(g_open("f")), *signed, g_response(G_CLOSE), g_stop()]
+    for run in (turn_of, rx_turn):
+        turn = run(events)
+        part = turn.to_message()["parts"][0]
+        assert part["functionCall"]["args"] == {"a": list(range(3000))}
+        assert (part["thoughtSignature"], part["k0"], part["k1"], part["k2"]) == ("sig0", 0, 1, 2)

@@ -516,7 +516,12 @@ class _Parts(Core):
         self.charge_kept(extra, f"candidate {call.choice_index}: a functionCall part")
         for at, item in enumerate(candidate.parts):
             if isinstance(item, CallItem) and item.index == call.index:
-                candidate.parts[at] = new_call_item(call.index, _Signed(extra, item.render))
+                render = item.render
+                if isinstance(render, _Signed):
+                    # One layer however many fragments are signed (each a frame when drawn);
+                    # what an earlier one added still wins.
+                    extra, render = {**extra, **render.extra}, render.render
+                candidate.parts[at] = new_call_item(call.index, _Signed(extra, render))
                 return
 
     def _close_call(self, candidate: _Candidate, call: Call, explicit: bool = True) -> None:
