@@ -449,14 +449,16 @@ def _plain(value: object) -> Any:
     return value
 
 
-def kept_size(value: object) -> int:
+def kept_size(value: object, limit: int) -> int:
     """About the characters ``value`` writes as JSON: strings and keys exactly, a few per other.
 
     A walk of its containers, never a write (writing a 4 KB item measured ten times the cost).
+    It stops once past ``limit``: every step adds at least two, so a value that holds itself,
+    or one subtree many times over, ends there too.
     """
     size = 0
     stack: list[Any] = [value]
-    while stack:
+    while stack and size <= limit:
         found = stack.pop()
         kind = type(found)
         if kind is dict:
@@ -478,9 +480,15 @@ def kept_size(value: object) -> int:
         elif kind is float or kind is bool or found is None:
             size += 8
         elif isinstance(found, Mapping):
+            size += 2
             stack.append(dict(found))
-        elif isinstance(found, bytes | bytearray):
-            size += len(found)
+        elif isinstance(found, str | bytes | bytearray):
+            size += len(found) + 2
+        elif isinstance(found, list | tuple):
+            size += 2
+            stack.append(list(found))
+        elif isinstance(found, int):
+            size += int(found).bit_length() // 3 + 2
         else:
             size += 8
     return size
@@ -740,7 +748,7 @@ class _State:
         limit, before anything is kept.
         """
         before = 0 if key is None else self._kept.get(key, 0)
-        size = kept_size(value)
+        size = kept_size(value, self._kept_room + before)
         room = self._kept_room - size + before
         if room < 0:
             limit = self._policy.limits.max_kept

@@ -165,3 +165,26 @@ def test_every_wire_counts_its_choices(wire: str) -> None:
     with pytest.raises(rt.LimitExceededError) as caught:
         assembler.feed(chunks(4))
     assert caught.value.limit == "max_choices"
+
+
+class Text(str):
+    """A str subclass: as long as the str it is."""
+
+
+def test_subclasses_count_their_size_and_shared_or_cyclic_values_end() -> None:
+    shared: list[Any] = ["a"]
+    for _ in range(60):
+        shared = [shared, shared]  # 61 lists, 2**60 paths through them
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    values = {
+        "str subclass": Text("A" * 5000),
+        "list subclass": type("Items", (list,), {})(["x" * 50] * 100),
+        "shared subtrees": shared,
+        "a list holding itself": cyclic,
+    }
+    for label, value in values.items():
+        assembler = rt.Assembler(SMALL)
+        with pytest.raises(rt.LimitExceededError) as caught:
+            assembler.feed(g_response({"inlineData": {"mimeType": "image/png", "data": value}}))
+        assert caught.value.limit == "max_kept", label
