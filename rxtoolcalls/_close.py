@@ -12,7 +12,8 @@
    (``stop`` keeps the calls: OpenAI sends it when ``tool_choice`` forces a function).
    Wires name their finishes their own way; each reader states its finish in these terms
    (``ChoiceEnd.outcome``) and the turn keeps the wire's own ``finish_reason``.
-3. A call whose wire closes calls but never closed it: ``TruncatedToolCallError``.
+3. A call whose wire closes calls but never closed it, or closed it with a value still open:
+   ``TruncatedToolCallError``.
 
 ``build_turns``:
 
@@ -193,10 +194,11 @@ def check_finish(
         for buffer in calls:
             if buffer.closed is False and buffer.choice_index == choice.index:
                 raise TruncatedToolCallError(
-                    f"{_where_buffer(buffer)}: the stream ended with the call still open "
-                    f"(finish_reason {said!r}), after {len(buffer.arguments):,} argument "
-                    f"characters: it was cut off (never repaired)",
-                    hint="raise the token limit and retry the request",
+                    f"{_where_buffer(buffer)}: the stream never completed the call (it, or a "
+                    f"value in it, was still open; finish_reason {said!r}), after "
+                    f"{len(buffer.arguments):,} argument characters: it was cut off (never "
+                    f"repaired)",
+                    hint="retry the request, with a higher token limit if the output was long",
                     **_at_buffer(buffer, said),
                 )
     if normalizations == end.normalizations:
