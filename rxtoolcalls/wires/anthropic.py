@@ -205,7 +205,8 @@ class _Blocks(Core):
         elif kind == "signature_delta":
             signature = self._charge_text(state, kind, delta.get("signature"))
             extra = self._extra.setdefault(index, {})
-            extra["signature"] = extra.get("signature", "") + signature
+            # Pieces, joined once at the end: adding each to a str copied it (quadratic).
+            extra.setdefault("signature", []).append(signature)
         elif kind == "citations_delta":
             citation = delta.get("citation")
             self.charge_kept(citation, f"citations_delta for block {index}")
@@ -360,7 +361,9 @@ class AnthropicReader(_Blocks):
             extra = self._extra.get(index)
             if extra:
                 if "signature" in extra:
-                    block["signature"] = (block.get("signature") or "") + extra["signature"]
+                    block["signature"] = (block.get("signature") or "") + "".join(
+                        extra["signature"]
+                    )
                 if "citations" in extra:
                     block["citations"] = [*(block.get("citations") or []), *extra["citations"]]
             items.append(block)

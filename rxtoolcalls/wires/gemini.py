@@ -209,16 +209,32 @@ class _Candidate:
     sent holds none).
     """
 
-    __slots__ = ("calls", "ended", "open", "parts", "whole")
+    __slots__ = ("calls", "ended", "open", "parts", "tail", "whole")
 
     def __init__(self) -> None:
         self.parts: list[dict[str, Any] | CallItem] = []
+        # The pieces of the last part's text while more join it, joined once (``flush``):
+        # adding to the part's str each time copied it, quadratic in a long answer.
+        self.tail: list[str] | None = None
         self.open: Call | None = None
         self.calls = 0
         self.ended = False
         # Calls sent whole and taken by the fast path, already built: they become ``Call``s
         # only when something asks for those (``_held``).
         self.whole: list[ToolCall] = []
+
+    def add(self, part: dict[str, Any] | CallItem) -> None:
+        """Append ``part``, after the last part's text is joined."""
+        if self.tail is not None:
+            self.flush()
+        self.parts.append(part)
+
+    def flush(self) -> None:
+        """Join the last part's text pieces into it."""
+        tail = self.tail
+        if tail is not None:
+            cast("dict[str, Any]", self.parts[-1])["text"] = "".join(tail)
+            self.tail = None
 
 
 class _Parts(Core):
@@ -297,7 +313,7 @@ class _Parts(Core):
         else:
             # A copy: the parts are the reader's own (the turn holds them, ``_held`` reads them).
             self.charge_kept(part, f"candidate {state.index}: a part")
-            candidate.parts.append(dict(part))
+            candidate.add(dict(part))
         return _NO_EVENTS
 
     def _text(
@@ -316,6 +332,7 @@ class _Parts(Core):
         last = candidate.parts[-1] if candidate.parts else None
         if (
             isinstance(last, dict)
+            and type(text) is str  # as _write made sure: for the type checker
             and "thoughtSignature" not in part
             and "thoughtSignature" not in last
             and type(last.get("text")) is str
@@ -323,9 +340,11 @@ class _Parts(Core):
             and set(part) <= {"text", "thought"}
             and set(last) <= {"text", "thought"}
         ):
-            last["text"] += text
+            if candidate.tail is None:
+                candidate.tail = [last["text"]]
+            candidate.tail.append(text)
             return
-        candidate.parts.append(dict(part))
+        candidate.add(dict(part))
 
     def _function_call(
         self, state: _Choice, candidate: _Candidate, part: dict[str, Any], function_call: object
@@ -374,7 +393,7 @@ class _Parts(Core):
         shown = {k: v for k, v in part.items() if k != "functionCall"} if len(part) > 1 else {}
         if shown:
             self.charge_kept(shown, f"candidate {state.index}: a functionCall part")
-        candidate.parts.append(new_call_item(call.index, _render_call(shown, given is not None)))
+        candidate.add(new_call_item(call.index, _render_call(shown, given is not None)))
         started = self._name_known(call)
         args = function_call.get("args")
         if args is not None:
@@ -700,9 +719,9 @@ class GeminiReader(_Parts):
             given = self._new_id(self._response_id or event.get("responseId"))
             counts = self.normalizations
             counts["synthesized_id"] = counts.get("synthesized_id", 0) + 1
-            first.parts.append({"functionCall": {"name": name, "args": parsed}})
+            first.add({"functionCall": {"name": name, "args": parsed}})
         else:
-            first.parts.append({"functionCall": {"name": name, "args": parsed, "id": given}})
+            first.add({"functionCall": {"name": name, "args": parsed, "id": given}})
         first.whole.append(new_tool_call(number, given, name, text, parsed, "function", None))
         self._named += 1
         if not self._announce:
@@ -862,6 +881,7 @@ class GeminiReader(_Parts):
         # No CallItem: one is made only with a call of the core's, and there is none. The
         # parts go to the turn uncopied: each is a dict the reader made or copied, and a
         # closed reader changes none of them.
+        candidate.flush()
         items = cast("list[dict[str, Any]]", candidate.parts)
         return new_turn(
             None if state.content is None else state.content.getvalue(),
@@ -880,6 +900,7 @@ class GeminiReader(_Parts):
     def _settle(self) -> None:
         self._held()
         for index, candidate in self._candidates.items():
+            candidate.flush()
             self._choices[index].items = tuple(
                 dict(p) if isinstance(p, dict) else p for p in candidate.parts
             )
