@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import io
 import json
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeGuard
 
@@ -41,6 +42,7 @@ from ._close import _ORDER, _where, build_turns, check_finish, every_turn
 from ._errors import (
     LimitExceededError,
     MalformedChunkError,
+    ToolCallStreamError,
     UnknownToolError,
     excerpt,
 )
@@ -250,6 +252,15 @@ class Call:
         if data is None:
             return self.streamed or ""
         return data.decode("utf-8", "surrogatepass")
+
+    def release(self) -> None:
+        """Drop the arguments, as the turn failed (``text()`` is empty from now on)."""
+        self.data = None
+        self.streamed = None
+        self.final = None
+        self.parsed = None
+        self.tree = None
+        self.sink = _discard
 
     def settle(self, arguments: str) -> None:
         """Hold the pieces joined instead of their bytes: the turn is read, no piece follows.
@@ -1201,6 +1212,16 @@ class Core(_Calls):
             raise RuntimeError("close() was already called: an Assembler reads one turn")
         self._closed = True
         self.stop()
+        try:
+            return self._turns()
+        except ToolCallStreamError as error:
+            # Whoever keeps the error keeps the frames it passed: those that ended let go of
+            # their locals (the buffers), and this reader of what it read.
+            traceback.clear_frames(error.__traceback__)
+            self._release()
+            raise
+
+    def _turns(self) -> tuple[AssistantTurn, ...]:
         calls = self.calls()
         buffers = [call.buffer() for call in calls]
         for call, buffer in zip(calls, buffers, strict=True):
@@ -1211,3 +1232,15 @@ class Core(_Calls):
             (c.choice_index, c.index, c.order): c.parsed for c in calls if c.parsed is not None
         }
         return every_turn(build_turns(buffers, end, self._policy, known))
+
+    def _release(self) -> None:
+        """Let go of the turn's arguments, text and items, as it failed.
+
+        Whoever keeps the error keeps this reader (its traceback's frames hold it), never
+        the turn. A wire extends it with what it keeps of its own.
+        """
+        for state in self._choices.values():
+            for call in state.every:
+                call.release()
+            state.content = state.refusal = state.reasoning = state.legacy_arguments = None
+            state.items = ()

@@ -346,6 +346,12 @@ class AnthropicReader(_Blocks):
             self.charge_kept(merged, "message_delta usage", "usage")
             self.usage = merged
 
+    def _release(self) -> None:
+        super()._release()
+        self._blocks.clear()
+        self._texts.clear()
+        self._extra.clear()
+
     def _settle(self) -> None:
         items: list[dict[str, Any] | CallItem] = []
         for index in sorted(self._blocks):

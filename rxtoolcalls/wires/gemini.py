@@ -897,6 +897,13 @@ class GeminiReader(_Parts):
             tuple(items),
         )
 
+    def _release(self) -> None:
+        super()._release()
+        for candidate in self._candidates.values():
+            candidate.parts.clear()
+            candidate.whole.clear()
+            candidate.tail = None
+
     def _settle(self) -> None:
         self._held()
         for index, candidate in self._candidates.items():

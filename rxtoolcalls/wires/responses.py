@@ -418,6 +418,11 @@ class ResponsesReader(_Items):
 
     # -- the end -----------------------------------------------------------------------
 
+    def _release(self) -> None:
+        super()._release()
+        self._text.clear()
+        self._items.clear()
+
     def _settle(self) -> None:
         state = self._choices[0]
         parts: dict[str, list[str]] = {"content": [], "refusal": [], "reasoning": []}

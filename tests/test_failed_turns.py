@@ -1,0 +1,116 @@
+"""A failed turn's error holds no turn: whoever keeps the error keeps a few hundred bytes.
+
+The error's traceback holds the frames it passed, and through them the reader; a reader whose
+turn failed lets go of what it read (arguments, text, items), on every wire.
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import reactivex
+
+import rxtoolcalls as rt
+from tests.wire_builders import (
+    a_piece,
+    a_start,
+    a_text,
+    a_tool_open,
+    g_arg,
+    g_open,
+    g_response,
+    g_text,
+    r_created,
+    r_delta,
+    r_fc_added,
+)
+
+BIG = "x" * 1_000_000
+
+
+def chat() -> list[dict[str, Any]]:
+    entry = {"index": 0, "id": "c", "type": "function", "function": {"name": "f"}}
+    return [
+        {"choices": [{"index": 0, "delta": {"content": BIG, "tool_calls": [entry]}}]},
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [{"index": 0, "function": {"arguments": '{"a": "' + BIG}}]
+                    },
+                }
+            ]
+        },
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]},
+    ]
+
+
+def responses() -> list[dict[str, Any]]:
+    text = {"type": "response.output_text.delta", "output_index": 1, "content_index": 0}
+    return [
+        r_created(),
+        {**text, "delta": BIG},
+        r_fc_added(0, "c", "f"),
+        r_delta(0, '{"a": "' + BIG),
+    ]
+
+
+def anthropic() -> list[dict[str, Any]]:
+    return [
+        a_start(),
+        *a_text(1, BIG),
+        a_tool_open(0, "t", "f"),
+        a_piece(0, '{"a": "' + BIG),
+    ]
+
+
+def gemini() -> list[dict[str, Any]]:
+    return [
+        g_response(g_text(BIG[:500_000])),
+        g_response(g_text(BIG[500_000:])),
+        g_response(g_open("f")),
+        g_response(g_arg("$.a", BIG, more=True)),
+    ]
+
+
+WIRES: dict[str, Callable[[], list[dict[str, Any]]]] = {
+    "chat": chat,
+    "responses": responses,
+    "anthropic": anthropic,
+    "gemini": gemini,
+}
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize("how", ["assemble", "Assembler"])
+def test_a_kept_error_keeps_no_turn(wire: str, how: str) -> None:
+    events = WIRES[wire]()
+    kept: list[Exception] = []
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(5):
+            if how == "assemble":
+                reactivex.from_iterable(events).pipe(rt.assemble()).subscribe(on_error=kept.append)
+            else:
+                assembler = rt.Assembler()
+                try:
+                    for event in events:
+                        assembler.feed(event)
+                    assembler.close()
+                except rt.ToolCallStreamError as error:
+                    kept.append(error)
+                del assembler
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(kept) == 5
+    assert all(isinstance(error, rt.ToolCallStreamError) for error in kept)
+    # Five failed turns of 1 MB each or more: what is left is well under one of them.
+    assert held < 500_000, f"{held:,} bytes held by 5 kept errors"
