@@ -47,6 +47,7 @@ from ._errors import (
     MultipleChoicesError,
     ProviderError,
     StreamInterruptedError,
+    ToolCallStreamError,
     TruncatedToolCallError,
     UnknownToolError,
     clip,
@@ -324,39 +325,45 @@ def _parse(buffer: ToolCallBuffer, policy: Policy, finish_reason: str | None) ->
             f"with a byte order mark, which JSON text must not have",
             **_at_buffer(buffer, finish_reason),
         )
+    failure: ToolCallStreamError | None = None
     try:
         value = (_UNIQUE_KEYS if policy.reject_duplicate_keys else _STRICT).decode(text)
     except json.JSONDecodeError as exc:
         where = _where_buffer(buffer)
         if _ends_inside_value(text, exc):
-            raise TruncatedToolCallError(
+            failure = TruncatedToolCallError(
                 f"{where}: the arguments end inside a JSON value ({_json_failure(exc)} of "
                 f"{len(text)}): the call was cut off (never repaired)",
                 hint=RETRY_HINT,
                 **_at_buffer(buffer, finish_reason),
-            ) from exc
-        raise InvalidArgumentsError(
-            f"{where}: the arguments are not valid JSON ({_json_failure(exc)}): the model "
-            f"produced a malformed call",
-            hint="retry the request: the model may well get it right the next time",
-            **_at_buffer(buffer, finish_reason),
-        ) from exc
-    except RecursionError as exc:
-        raise LimitExceededError(
+            )
+        else:
+            failure = InvalidArgumentsError(
+                f"{where}: the arguments are not valid JSON ({_json_failure(exc)}): the model "
+                f"produced a malformed call",
+                hint="retry the request: the model may well get it right the next time",
+                **_at_buffer(buffer, finish_reason),
+            )
+    except RecursionError:
+        failure = LimitExceededError(
             f"{_where_buffer(buffer)}: the arguments nest deeper than the JSON parser allows",
             limit="max_depth",
             value=policy.limits.max_depth,
             **_at_buffer(buffer, finish_reason),
-        ) from exc
+        )
     except ValueError as exc:
         reason = str(exc)
         if "integer string conversion" in reason:
             # Python's own text names sys.set_int_max_str_digits: advice for the caller.
             reason = f"an integer has more than {sys.get_int_max_str_digits()} digits"
-        raise InvalidArgumentsError(
+        failure = InvalidArgumentsError(
             f"{_where_buffer(buffer)}: the arguments are not strict JSON ({reason})",
             **_at_buffer(buffer, finish_reason),
-        ) from exc
+        )
+    if failure is not None:
+        # Raised outside the handler, with nothing chained: the parser's error holds the
+        # whole text (its doc, its frames' locals), secrets and all, for as long as ours is.
+        raise failure
     if type(value) is not dict:
         raise InvalidArgumentsError(
             f"{_where_buffer(buffer)}: the arguments must be "

@@ -78,8 +78,14 @@ def gemini() -> list[dict[str, Any]]:
     ]
 
 
+def chat_parsed() -> list[dict[str, Any]]:
+    # Finished as if whole: the parse finds the text cut, and its error holds the text.
+    return [*chat()[:2], {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]
+
+
 WIRES: dict[str, Callable[[], list[dict[str, Any]]]] = {
     "chat": chat,
+    "chat, cut text parsed": chat_parsed,
     "responses": responses,
     "anthropic": anthropic,
     "gemini": gemini,
@@ -112,5 +118,9 @@ def test_a_kept_error_keeps_no_turn(wire: str, how: str) -> None:
         tracemalloc.stop()
     assert len(kept) == 5
     assert all(isinstance(error, rt.ToolCallStreamError) for error in kept)
+    # No parser's error chained either: it holds the whole text it read. (reactivex's
+    # from_iterable completes inside its StopIteration handler: that one is the context.)
+    assert all(e.__cause__ is None for e in kept)
+    assert all(e.__context__ is None or type(e.__context__) is StopIteration for e in kept)
     # Five failed turns of 1 MB each or more: what is left is well under one of them.
     assert held < 500_000, f"{held:,} bytes held by 5 kept errors"
