@@ -36,7 +36,7 @@ import io
 import json
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, TypeGuard
+from typing import Any, ClassVar, cast
 
 from ._close import _ORDER, _where, build_turns, check_finish, every_turn
 from ._errors import (
@@ -376,9 +376,16 @@ def attr(obj: object, name: str, default: object = None) -> Any:
         ) from exc
 
 
-def is_object(value: object) -> TypeGuard[Mapping[str, Any]]:
-    """Whether ``value`` is a JSON object here: a dict, or any other ``Mapping``."""
-    return isinstance(value, dict) or isinstance(value, Mapping)  # noqa: SIM101 - dicts skip the ABC
+def as_object(value: object) -> dict[str, Any] | None:
+    """``value`` as a JSON object: a dict itself, any other ``Mapping`` as a plain copy.
+
+    ``None`` for anything else; a ``Mapping`` that cannot be read is a ``MalformedChunkError``.
+    """
+    if type(value) is dict:
+        return value
+    if isinstance(value, Mapping):
+        return cast("dict[str, Any]", _plain_event(value))
+    return None
 
 
 def get(obj: object, name: str) -> Any:
@@ -759,7 +766,10 @@ class _State:
         limit, before anything is kept.
         """
         before = 0 if key is None else self._kept.get(key, 0)
-        size = kept_size(value, self._kept_room + before)
+        try:
+            size = kept_size(value, self._kept_room + before)
+        except Exception as exc:  # a Mapping of the caller's whose reading fails
+            raise MalformedChunkError(f"{what} cannot be read ({type(exc).__name__})") from exc
         room = self._kept_room - size + before
         if room < 0:
             limit = self._policy.limits.max_kept

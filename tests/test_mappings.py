@@ -139,10 +139,18 @@ def test_an_anthropic_stop_reason_in_a_mapping_delta_is_read() -> None:
 
 
 class Flaky(NotADict):
+    """A Mapping whose every reading fails."""
+
     def get(self, key: str, default: Any = None) -> Any:
         raise RuntimeError("backend gone")
 
     def __contains__(self, key: object) -> bool:
+        raise RuntimeError("backend gone")
+
+    def __getitem__(self, key: str) -> Any:
+        raise RuntimeError("backend gone")
+
+    def __iter__(self) -> Iterator[str]:
         raise RuntimeError("backend gone")
 
 
@@ -150,3 +158,28 @@ class Flaky(NotADict):
 def test_a_mapping_whose_lookup_fails_is_a_typed_error(wire: str | None) -> None:
     with pytest.raises(rt.MalformedChunkError, match="raised RuntimeError"):
         turn_of([Flaky({"choices": []})], wire=wire)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"candidates": [{"content": Flaky({"parts": []}), "finishReason": "STOP"}]},
+        {"candidates": [], "promptFeedback": Flaky({"blockReason": "SAFETY"})},
+        {"type": "message_delta", "delta": Flaky({"stop_reason": "end_turn"})},
+        {"type": "error", "error": Flaky({"message": "overloaded"})},
+        {"type": "response.failed", "response": {"error": Flaky({"message": "x"})}},
+    ],
+    ids=["gemini content", "gemini feedback", "anthropic delta", "anthropic error", "responses"],
+)
+def test_a_nested_mapping_whose_lookup_fails_is_a_typed_error(event: dict[str, Any]) -> None:
+    wire = "gemini" if "candidates" in event else "anthropic"
+    if event.get("type", "").startswith("response."):
+        wire = "responses"
+    with pytest.raises(rt.MalformedChunkError, match="RuntimeError"):
+        turn_of([event], wire=wire)
+
+
+def test_a_kept_mapping_whose_reading_fails_is_a_typed_error() -> None:
+    part = {"inlineData": Flaky({"mimeType": "image/png"})}
+    with pytest.raises(rt.MalformedChunkError, match="cannot be read"):
+        turn_of([{"candidates": [{"content": {"parts": [part]}}]}])

@@ -33,7 +33,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._core import _NO_EVENTS, Call, Core, TextBuffer, _Choice, as_dict, event_dict, is_object
+from .._core import _NO_EVENTS, Call, Core, TextBuffer, _Choice, as_dict, as_object, event_dict
 from .._errors import MalformedChunkError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
 from .._types import CallItem, ToolCall, ToolCallStarted, new_call_item
@@ -292,7 +292,7 @@ class AnthropicReader(_Blocks):
         kind = data.get("type")
         if kind == "error":
             error = data.get("error")
-            source = error if is_object(error) else data
+            source = data if (found := as_object(error)) is None else found
             code = source.get("type") if source.get("type") != "error" else None
             raise provider_error(source.get("message") or source, code, data)
         if type(kind) is not str or kind not in _TYPES:
@@ -315,7 +315,7 @@ class AnthropicReader(_Blocks):
             self._stop(data)
         elif kind == "message_start":
             message = data.get("message")
-            usage = message.get("usage") if is_object(message) else None
+            usage = None if (found := as_object(message)) is None else found.get("usage")
             if usage is not None:
                 self.usage = as_dict(usage)
         elif kind == "message_delta":
@@ -331,7 +331,8 @@ class AnthropicReader(_Blocks):
     def _message_delta(self, data: dict[str, Any]) -> None:
         delta = data.get("delta")
         state = self._choices[0]
-        if is_object(delta):
+        delta = as_object(delta)
+        if delta is not None:
             reason = self._identity(state, None, "stop_reason", delta.get("stop_reason"))
             if reason is not None:
                 if state.finish_reason is not None and state.finish_reason != reason:

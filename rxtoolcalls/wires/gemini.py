@@ -58,8 +58,8 @@ from .._core import (
     _Choice,
     _copied,
     as_dict,
+    as_object,
     attr,
-    is_object,
 )
 from .._errors import MalformedChunkError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
@@ -778,7 +778,7 @@ class GeminiReader(_Parts):
                 self._response_id = found
         error = data.get("error")
         if error is not None:
-            source = error if is_object(error) else data
+            source = data if (found := as_object(error)) is None else found
             code = source.get("code")
             raise provider_error(source.get("message") or source, code, data)
         candidates = data.get("candidates")
@@ -801,7 +801,7 @@ class GeminiReader(_Parts):
         for found in candidates:
             state, candidate = self._candidate(found)
             content = found.get("content")
-            parts = content.get("parts") if is_object(content) else None
+            parts = None if (shown := as_object(content)) is None else shown.get("parts")
             if parts is not None:
                 if not isinstance(parts, list):
                     raise MalformedChunkError(
@@ -842,7 +842,7 @@ class GeminiReader(_Parts):
         candidate.open = None
 
     def _prompt_feedback(self, feedback: object) -> None:
-        reason = feedback.get("blockReason") if is_object(feedback) else None
+        reason = None if (found := as_object(feedback)) is None else found.get("blockReason")
         if reason is None:
             return
         state, candidate = self._candidate({})

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._core import _NO_EVENTS, Call, Core, TextBuffer, _at, as_dict, event_dict, is_object
+from .._core import _NO_EVENTS, Call, Core, TextBuffer, _at, as_dict, as_object, event_dict
 from .._errors import MalformedChunkError, ProviderError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
 from .._types import CallItem, ToolCall, ToolCallStarted, new_call_item
@@ -337,7 +337,8 @@ class ResponsesReader(_Items):
             raise MalformedChunkError(f"{kind} without a response object")
         if kind == "response.failed":
             error = response.get("error")
-            _raise_error(error if is_object(error) else response, "response.failed: ")
+            found = as_object(error)
+            _raise_error(response if found is None else found, "response.failed: ")
         self._ended = kind
         self._fast = False  # every later event takes the full path, which refuses it
         output = response.get("output")
@@ -357,7 +358,7 @@ class ResponsesReader(_Items):
             state.outcome = "tool_calls" if self._calls0 else "stop"
         else:
             details = response.get("incomplete_details")
-            reason = details.get("reason") if is_object(details) else None
+            reason = None if (found := as_object(details)) is None else found.get("reason")
             reason = self._identity(state, None, "incomplete_details.reason", reason)
             state.finish_reason = reason or "incomplete"
             state.outcome = "content_filter" if reason == "content_filter" else "length"
@@ -473,7 +474,7 @@ def _item(value: object, source: str) -> dict[str, Any]:
 def _raise_error(data: Mapping[str, Any], where: str = "") -> None:
     """The ``ProviderError`` of an ``error`` event (nested or flat) or a failed response."""
     error = data.get("error")
-    source = error if is_object(error) else data
+    source = data if (found := as_object(error)) is None else found
     code = source.get("code")
     if code is None:
         code = source.get("type") if source.get("type") != "error" else None
