@@ -253,15 +253,6 @@ class Call:
             return self.streamed or ""
         return data.decode("utf-8", "surrogatepass")
 
-    def release(self) -> None:
-        """Drop the arguments, as the turn failed (``text()`` is empty from now on)."""
-        self.data = None
-        self.streamed = None
-        self.final = None
-        self.parsed = None
-        self.tree = None
-        self.sink = _discard
-
     def settle(self, arguments: str) -> None:
         """Hold the pieces joined instead of their bytes: the turn is read, no piece follows.
 
@@ -1244,13 +1235,17 @@ class Core(_Calls):
         return every_turn(build_turns(buffers, end, self._policy, known))
 
     def _release(self) -> None:
-        """Let go of the turn's arguments, text and items, as it failed.
+        """Let go of the turn's calls, text and items, as it failed (``calls()`` is empty).
 
         Whoever keeps the error keeps this reader (its traceback's frames hold it), never
-        the turn. A wire extends it with what it keeps of its own.
+        the turn. The calls themselves are left as they are: a progress event someone keeps
+        still reads its text. A wire extends it with what it keeps of its own.
         """
         for state in self._choices.values():
             for call in state.every:
-                call.release()
+                call.sink = None  # a sink of lifecycle() and its call hold each other
+            state.calls = {}
+            state.every = []
             state.content = state.refusal = state.reasoning = state.legacy_arguments = None
             state.items = ()
+        self._calls0 = {}

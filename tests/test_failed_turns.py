@@ -124,3 +124,38 @@ def test_a_kept_error_keeps_no_turn(wire: str, how: str) -> None:
     assert all(e.__context__ is None or type(e.__context__) is StopIteration for e in kept)
     # Five failed turns of 1 MB each or more: what is left is well under one of them.
     assert held < 500_000, f"{held:,} bytes held by 5 kept errors"
+
+
+def test_a_progress_event_kept_still_reads_its_text_after_the_turn_failed() -> None:
+    entry = {"index": 0, "id": "c", "type": "function", "function": {"name": "f"}}
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [entry]}}]},
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [{"index": 0, "function": {"arguments": '{"path": "/ho'}}]
+                    },
+                }
+            ]
+        },
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+    seen: list[Any] = []
+    reactivex.from_iterable(chunks).pipe(rt.lifecycle(every=1)).subscribe(seen.append, seen.append)
+    assert isinstance(seen[-1], rt.TruncatedToolCallError)
+    progress = [e for e in seen if isinstance(e, rt.ToolCallProgress)]
+    assert progress[-1].partial_arguments() == '{"path": "/ho'
+
+
+def test_an_assembler_whose_turn_failed_holds_no_call() -> None:
+    assembler = rt.Assembler()
+    for chunk in chat():
+        assembler.feed(chunk)
+    assert len(assembler.calls()) == 1
+    with pytest.raises(rt.TruncatedToolCallError):
+        assembler.close()
+    assert assembler.calls() == []
+    with pytest.raises(RuntimeError):
+        assembler.close()

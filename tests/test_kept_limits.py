@@ -188,3 +188,13 @@ def test_subclasses_count_their_size_and_shared_or_cyclic_values_end() -> None:
         with pytest.raises(rt.LimitExceededError) as caught:
             assembler.feed(g_response({"inlineData": {"mimeType": "image/png", "data": value}}))
         assert caught.value.limit == "max_kept", label
+
+
+def test_a_whole_call_on_the_fast_path_past_max_choices_is_refused_and_the_close_typed() -> None:
+    assembler = rt.Assembler(rt.Policy(limits=rt.Limits(max_choices=1)), wire="gemini")
+    assembler.feed({"candidates": [{"index": 1, "content": {"parts": [{"text": "hi"}]}}]})
+    whole = {"functionCall": {"name": "f", "args": {}}}
+    with pytest.raises(rt.LimitExceededError):
+        assembler.feed({"candidates": [{"content": {"parts": [whole]}}]})
+    with pytest.raises(rt.ToolCallStreamError):
+        assembler.close()

@@ -708,8 +708,10 @@ class GeminiReader(_Parts):
         if parsed is _ABSENT:
             return None  # parsed at the close, by the full path
         if first is None:
-            first = self._first = self._candidates[0] = _Candidate()
+            if len(self._choices) >= self._policy.limits.max_choices:
+                return None  # the full path refuses the candidate (Limits.max_choices)
             self._state(0)
+            first = self._first = self._candidates[0] = _Candidate()
         self._opened += 1
         self._budget -= size
         number = first.calls
