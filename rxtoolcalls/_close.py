@@ -23,8 +23,8 @@
    ``InvalidArgumentsError``. Free-form calls (``json=False``) are kept as text.
 5. No two calls of a choice share an id (each answer pairs with one call): a repeat is a
    ``MalformedChunkError``; under ``synthesize_missing_ids`` it gets the call's index as a
-   suffix instead, again until no call of the choice has that id (``renamed_duplicate_ids``),
-   in the calls and in the turn's items alike.
+   suffix instead, and a count after it if a call of the choice (server-run and made-up ids
+   included) has that id (``renamed_duplicate_ids``), in the calls and in the turn's items.
 6. Everything is computed before anything is returned: all calls of all choices, or one error.
 """
 
@@ -491,24 +491,29 @@ def build_turns(
     finish = {choice.index: choice.finish_reason for choice in end.choices}
     by_choice: dict[int, list[ToolCall]] = {}
     built: dict[tuple[int, int], ToolCall] = {}
+    ordered = sorted(buffers, key=_ORDER)
+    completed = [
+        _complete(
+            buffer,
+            policy,
+            finish.get(buffer.choice_index),
+            count,
+            known.get((buffer.choice_index, buffer.index, buffer.order)) if known else None,
+        )
+        for buffer in ordered
+    ]
+    # Every id of the choice's calls, server-run and made up ones too: a new name for a
+    # repeat takes none of them.
+    used: dict[int, set[str]] = {}
+    for buffer, call in zip(ordered, completed, strict=True):
+        used.setdefault(buffer.choice_index, set()).add(call.id)
     ids: dict[int, set[str]] = {}
-    # Every id the choice's calls were sent with: a new name for a repeat takes none of them.
-    sent: dict[int, set[str]] = {}
-    for buffer in buffers:
-        if not buffer.server and buffer.id is not None:
-            sent.setdefault(buffer.choice_index, set()).add(buffer.id)
-    for buffer in sorted(buffers, key=_ORDER):
-        parsed = known.get((buffer.choice_index, buffer.index, buffer.order)) if known else None
-        call = _complete(buffer, policy, finish.get(buffer.choice_index), count, parsed)
+    for buffer, call in zip(ordered, completed, strict=True):
         if not buffer.server:
             taken = ids.setdefault(buffer.choice_index, set())
             if call.id in taken:
                 call = _renamed(
-                    call,
-                    buffer,
-                    taken | sent[buffer.choice_index],
-                    policy,
-                    finish.get(buffer.choice_index),
+                    call, buffer, used[buffer.choice_index], policy, finish.get(buffer.choice_index)
                 )
                 count("renamed_duplicate_ids")
             taken.add(call.id)
@@ -551,11 +556,11 @@ def build_turns(
 def _renamed(
     call: ToolCall,
     buffer: ToolCallBuffer,
-    taken: set[str],
+    used: set[str],
     policy: Policy,
     finish_reason: str | None,
 ) -> ToolCall:
-    """``call`` under an id no call of its choice has or was sent with (rule 5), or raise."""
+    """``call`` under an id none of ``used`` is (rule 5), added to it; or raise."""
     if not policy.synthesize_missing_ids:
         raise MalformedChunkError(
             f"{_where_buffer(buffer)}: its id {clip(call.id, 64)!r} is an earlier call's too; "
@@ -563,9 +568,12 @@ def _renamed(
             hint="retry the request; the lenient policy (synthesize_missing_ids) renames it",
             **_at_buffer(buffer, finish_reason),
         )
-    new_id = call.id
-    while new_id in taken:
-        new_id = f"{new_id}_{call.index}"
+    new_id = f"{call.id}_{call.index}"
+    again = 1
+    while new_id in used:
+        again += 1
+        new_id = f"{call.id}_{call.index}_{again}"
+    used.add(new_id)
     return replace(call, id=new_id)
 
 

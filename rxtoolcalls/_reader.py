@@ -338,7 +338,11 @@ class Assembler:
         return dict(self._reader.normalizations)
 
     def calls(self) -> list[Call]:
-        """Every call opened so far, ordered by (choice index, key, order of opening)."""
+        """Every call opened so far, ordered by (choice index, key, order of opening).
+
+        None once ``close`` has failed: the reader lets go of the turn (a progress event kept
+        still reads its call's text).
+        """
         return self._reader.calls()
 
     def close_choices(self) -> tuple[AssistantTurn, ...]:

@@ -12,7 +12,9 @@ import rxtoolcalls as rt
 from tests.wire_builders import (
     a_end,
     a_start,
+    a_stop,
     a_tool,
+    a_tool_open,
     g_call,
     g_response,
     g_stop,
@@ -169,3 +171,36 @@ def test_terminal_items_of_a_shared_call_id_pair_in_order_or_not_at_all() -> Non
     # One item for two calls: which one it is cannot be told, so nothing is guessed.
     with pytest.raises(rt.MalformedChunkError, match="cannot be told"):
         turn_of(_two_transfers([_transfer('{"usd": 500}')]), policy=rt.LENIENT)
+
+
+def test_a_new_name_never_takes_a_server_call_s_id() -> None:
+    events = [
+        a_start(),
+        *a_tool(0, "a", "read", "{}"),
+        *a_tool(1, "a", "read", "{}"),
+        a_tool_open(2, "a_1", "web_search", kind="server_tool_use"),
+        a_stop(2),
+        *a_end(),
+    ]
+    turn = turn_of(events, policy=rt.LENIENT)
+    items = [(item["type"], item["id"]) for item in turn.items]
+    assert len({i for _, i in items}) == 3
+    assert items[2] == ("server_tool_use", "a_1")
+    assert [c.id for c in turn.tool_calls] == ["a", items[1][1]]
+
+
+def test_a_terminal_item_with_an_id_takes_its_place_before_the_shared_call_id_fill() -> None:
+    events = _two_transfers([])[:-1]
+    # The first call's item has an id, added and done; the second's has none.
+    events[1]["item"]["id"] = events[2]["item"]["id"] = "fc_0"
+    first = {**_transfer('{"usd": 5}'), "id": "fc_0"}
+    output = [_transfer('{"usd": 500}'), first]  # listed second, named by its id
+    events.append(
+        {
+            "type": "response.completed",
+            "response": {"id": "r", "status": "completed", "output": output},
+        }
+    )
+    turn = turn_of(events, policy=rt.LENIENT)
+    assert [c.parsed_arguments for c in turn.tool_calls] == [{"usd": 5}, {"usd": 500}]
+    assert "replaced_provisional_arguments" not in turn.normalizations

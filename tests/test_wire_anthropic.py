@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import reactivex
 from reactivex import operators as ops
@@ -307,3 +309,29 @@ def test_forcing_the_wrong_wire_is_a_typed_error() -> None:
         rt.assemble(wire="vertex")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         rt.assemble(wire=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("start", "delta"),
+    [
+        ({"signature": ["x"]}, {"type": "signature_delta", "signature": "BB"}),
+        ({"citations": 5}, {"type": "citations_delta", "citation": {"a": 1}}),
+    ],
+    ids=["signature", "citations"],
+)
+def test_a_delta_onto_a_block_field_of_another_type_is_malformed(
+    start: dict[str, Any], delta: dict[str, Any]
+) -> None:
+    events = [
+        a_start(),
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "server_tool_result", **start},
+        },
+        {"type": "content_block_delta", "index": 0, "delta": delta},
+        a_stop(0),
+        *a_end("end_turn"),
+    ]
+    with pytest.raises(rt.MalformedChunkError):
+        turn_of(events)

@@ -1107,3 +1107,20 @@ def test_many_signed_fragments_of_one_call_keep_the_first_signature_of_each_key(
         part = turn.to_message()["parts"][0]
         assert part["functionCall"]["args"] == {"a": list(range(3000))}
         assert (part["thoughtSignature"], part["k0"], part["k1"], part["k2"]) == ("sig0", 0, 1, 2)
+
+
+def test_subscribers_agree_when_the_response_id_changes_mid_stream() -> None:
+    events = [
+        {**g_response(g_call("f", {}, id="given")), "responseId": "A"},
+        {**g_response(g_call("g", {})), "responseId": "B"},
+        g_stop(),
+    ]
+    published = reactivex.from_iterable(events).pipe(ops.publish())
+    seen: list[Any] = []
+    turns: list[rt.AssistantTurn] = []
+    published.pipe(rt.lifecycle()).subscribe(seen.append)
+    published.pipe(rt.assemble()).subscribe(turns.append)
+    published.connect()
+    committed = [e.call.id for e in seen if isinstance(e, rt.ToolCallCommitted)]
+    assert committed == [c.id for c in turns[0].tool_calls]
+    assert committed[0] == "given"

@@ -203,11 +203,21 @@ class _Blocks(Core):
                 text = self._texts[index] = TextBuffer()
             text.write(value)
         elif kind == "signature_delta":
+            if not isinstance(block.get("signature") or "", str):
+                raise MalformedChunkError(
+                    f"signature_delta for block {index}, whose signature is not a string",
+                    index=index,
+                )
             signature = self._charge_text(state, kind, delta.get("signature"))
             extra = self._extra.setdefault(index, {})
             # Pieces, joined once at the end: adding each to a str copied it (quadratic).
             extra.setdefault("signature", []).append(signature)
         elif kind == "citations_delta":
+            if not isinstance(block.get("citations") or [], list):
+                raise MalformedChunkError(
+                    f"citations_delta for block {index}, whose citations are not a list",
+                    index=index,
+                )
             citation = delta.get("citation")
             self.charge_kept(citation, f"citations_delta for block {index}")
             extra = self._extra.setdefault(index, {})

@@ -707,6 +707,11 @@ class GeminiReader(_Parts):
         parsed = _copied(args, self._copy_depth)
         if parsed is _ABSENT:
             return None  # parsed at the close, by the full path
+        if self._response_id is None:
+            # As the full path does: the first responseId read, for the ids made up.
+            found = event.get("responseId")
+            if type(found) is str and found:
+                self._response_id = found
         if first is None:
             if len(self._choices) >= self._policy.limits.max_choices:
                 return None  # the full path refuses the candidate (Limits.max_choices)
@@ -718,7 +723,7 @@ class GeminiReader(_Parts):
         first.calls = number + 1
         # The part as the turn's items show it, made now: its call is complete already.
         if given is None:
-            given = self._new_id(self._response_id or event.get("responseId"))
+            given = self._new_id(self._response_id)
             counts = self.normalizations
             counts["synthesized_id"] = counts.get("synthesized_id", 0) + 1
             first.add({"functionCall": {"name": name, "args": parsed}})

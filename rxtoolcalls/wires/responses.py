@@ -390,30 +390,47 @@ class ResponsesReader(_Items):
             call_id = item.get("call_id")
             if item["type"] in _CALLS and type(call_id) is str:
                 sent[call_id] = sent.get(call_id, 0) + 1
-        taken: set[int] = set()
-        placed: list[int] = []
-        for position, item in enumerate(items):
+        # First what names its place (a call_id of one call, an item id), then the calls of
+        # a shared call_id in order among the places left to it, then the rest by position.
+        found: list[int | None] = []
+        for item in items:
             call_id, ident = item.get("call_id"), item.get("id")
             index: int | None = None
-            found = calls.get(call_id) if item["type"] in _CALLS and type(call_id) is str else None
-            if found is not None and len(found) == 1:
-                index = found[0]
+            sharing = (
+                calls.get(call_id) if item["type"] in _CALLS and type(call_id) is str else None
+            )
+            if sharing is not None and len(sharing) == 1:
+                index = sharing[0]
             if index is None and type(ident) is str:
                 index = ids.get(ident)
-            if index is None and found is not None and len(found) > 1:
-                if sent[str(call_id)] != len(found):
+            found.append(index)
+        taken = {index for index in found if index is not None}
+        for at, item in enumerate(items):
+            call_id = item.get("call_id")
+            sharing = (
+                calls.get(call_id) if item["type"] in _CALLS and type(call_id) is str else None
+            )
+            if found[at] is None and sharing is not None and len(sharing) > 1:
+                if sent[str(call_id)] != len(sharing):
                     raise MalformedChunkError(
                         f"the terminal output has {sent[str(call_id)]} call items for a call_id "
-                        f"{len(found)} calls share: which is which cannot be told"
+                        f"{len(sharing)} calls share: which is which cannot be told"
                     )
-                index = next((i for i in found if i not in taken), None)
-            if index is None or index in taken:
+                index = next((i for i in sharing if i not in taken), None)
+                if index is not None:
+                    found[at] = index
+                    taken.add(index)
+        placed: list[int] = []
+        seen: set[int] = set()
+        for position, (item, index) in enumerate(zip(items, found, strict=True)):
+            if index is None or index in seen:
                 before = self._items.get(position)
-                if position not in taken and (before is None or before["type"] == item["type"]):
+                free = position not in seen and position not in taken
+                if free and (before is None or before["type"] == item["type"]):
                     index = position
                 else:
-                    index = max([*self._items, *taken, position]) + 1
-            taken.add(index)
+                    index = max([*self._items, *taken, *seen, position]) + 1
+            seen.add(index)
             placed.append(index)
         return placed
 
