@@ -491,34 +491,15 @@ def build_turns(
     finish = {choice.index: choice.finish_reason for choice in end.choices}
     by_choice: dict[int, list[ToolCall]] = {}
     built: dict[tuple[int, int], ToolCall] = {}
-    ordered = sorted(buffers, key=_ORDER)
-    completed = [
-        _complete(
-            buffer,
-            policy,
-            finish.get(buffer.choice_index),
-            count,
-            known.get((buffer.choice_index, buffer.index, buffer.order)) if known else None,
-        )
-        for buffer in ordered
-    ]
-    # Every id of the choice's calls, server-run and made up ones too: a new name for a
-    # repeat takes none of them.
-    used: dict[int, set[str]] = {}
-    for buffer, call in zip(ordered, completed, strict=True):
-        used.setdefault(buffer.choice_index, set()).add(call.id)
-    ids: dict[int, set[str]] = {}
-    for buffer, call in zip(ordered, completed, strict=True):
-        if not buffer.server:
-            taken = ids.setdefault(buffer.choice_index, set())
-            if call.id in taken:
-                call = _renamed(
-                    call, buffer, used[buffer.choice_index], policy, finish.get(buffer.choice_index)
-                )
-                count("renamed_duplicate_ids")
-            taken.add(call.id)
-            by_choice.setdefault(buffer.choice_index, []).append(call)
+    for buffer in sorted(buffers, key=_ORDER):
+        parsed = known.get((buffer.choice_index, buffer.index, buffer.order)) if known else None
+        call = _complete(buffer, policy, finish.get(buffer.choice_index), count, parsed)
         built[buffer.choice_index, buffer.index] = call
+        if not buffer.server:
+            by_choice.setdefault(buffer.choice_index, []).append(call)
+    for index, calls in by_choice.items():
+        if len({call.id for call in calls}) != len(calls):
+            by_choice[index] = _unique_ids(index, built, buffers, policy, finish.get(index), count)
     legacy: dict[int, ToolCall] = {}
     for choice in end.choices:
         if choice.function_call is not None:
@@ -553,28 +534,47 @@ def build_turns(
     )
 
 
-def _renamed(
-    call: ToolCall,
-    buffer: ToolCallBuffer,
-    used: set[str],
+def _unique_ids(
+    choice_index: int,
+    built: dict[tuple[int, int], ToolCall],
+    buffers: Sequence[ToolCallBuffer],
     policy: Policy,
     finish_reason: str | None,
-) -> ToolCall:
-    """``call`` under an id none of ``used`` is (rule 5), added to it; or raise."""
-    if not policy.synthesize_missing_ids:
-        raise MalformedChunkError(
-            f"{_where_buffer(buffer)}: its id {clip(call.id, 64)!r} is an earlier call's too; "
-            f"each call needs its own (an answer pairs with one call)",
-            hint="retry the request; the lenient policy (synthesize_missing_ids) renames it",
-            **_at_buffer(buffer, finish_reason),
-        )
-    new_id = f"{call.id}_{call.index}"
-    again = 1
-    while new_id in used:
-        again += 1
-        new_id = f"{call.id}_{call.index}_{again}"
-    used.add(new_id)
-    return replace(call, id=new_id)
+    count: Callable[[str], None],
+) -> list[ToolCall]:
+    """The choice's client calls, a repeated id renamed (rule 5), or raise.
+
+    ``built`` gets the renamed calls too (the turn's items render them). A new name takes no
+    id of any call of the choice, server-run and made up ones included.
+    """
+    ordered = sorted((b for b in buffers if b.choice_index == choice_index), key=_ORDER)
+    used = {built[choice_index, buffer.index].id for buffer in ordered}
+    taken: set[str] = set()
+    calls: list[ToolCall] = []
+    for buffer in ordered:
+        call = built[choice_index, buffer.index]
+        if buffer.server:
+            continue
+        if call.id in taken:
+            if not policy.synthesize_missing_ids:
+                raise MalformedChunkError(
+                    f"{_where_buffer(buffer)}: its id {clip(call.id, 64)!r} is an earlier "
+                    f"call's too; each call needs its own (an answer pairs with one call)",
+                    hint="retry the request; the lenient policy (synthesize_missing_ids) "
+                    "renames it",
+                    **_at_buffer(buffer, finish_reason),
+                )
+            new_id = f"{call.id}_{call.index}"
+            again = 1
+            while new_id in used:
+                again += 1
+                new_id = f"{call.id}_{call.index}_{again}"
+            used.add(new_id)
+            call = built[choice_index, buffer.index] = replace(call, id=new_id)
+            count("renamed_duplicate_ids")
+        taken.add(call.id)
+        calls.append(call)
+    return calls
 
 
 def every_turn(turns: tuple[AssistantTurn, ...]) -> tuple[AssistantTurn, ...]:

@@ -50,9 +50,10 @@ class Limits:
     - ``max_text``: content, refusal and reasoning of the turn together (every choice), and
       the signatures streamed with them;
     - ``max_kept``: what the turn keeps verbatim for its ``items``, as JSON characters, the
-      turn together: Responses items (a final item replaces what its index held), Anthropic
-      blocks as started and their citations, Gemini parts other than text and calls, and the
-      signatures and other keys kept with those;
+      turn together: Responses items other than calls (a final item replaces what its index
+      held), Anthropic blocks other than tool calls and their citations, Gemini parts other
+      than text and calls, and the signatures and other keys kept with those (a call is
+      bounded by ``max_calls`` and the argument limits);
     - ``max_identifier``: one id, name (joined fragments included), type or finish_reason;
     - ``max_event``: one server-sent event, and one line of the event stream (``from_sse``).
     """

@@ -124,7 +124,10 @@ class _Blocks(Core):
         state = self._choices[0]
         if kind == "text" or kind == "thinking":
             self._start_text(state, index, block, kind)
-        self.charge_kept(block, f"content_block_start {index}")
+        if kind != "tool_use" and kind not in _SERVER_CALLS:
+            # Kept as sent. A call's block is bounded already: by Limits.max_calls, and its
+            # input by the argument limits.
+            self.charge_kept(block, f"content_block_start {index}")
         self._blocks[index] = block
         self._open_blocks.add(index)
         if kind != "tool_use" and kind not in _SERVER_CALLS:
@@ -354,7 +357,9 @@ class AnthropicReader(_Blocks):
         if usage is not None:
             # Cumulative counts: the newest value of each wins, the input counts stay.
             merged = {**(self.usage or {}), **as_dict(usage)}
-            self.charge_kept(merged, "message_delta usage", "usage")
+            if len(merged) > len(self.usage or ()):
+                # Only new keys add up across events; a value replaced is bounded by max_event.
+                self.charge_kept(merged, "message_delta usage", "usage")
             self.usage = merged
 
     def _release(self) -> None:

@@ -123,12 +123,14 @@ class _Items(Core):
                 f"two items cannot share an index",
                 index=index,
             )
-        # Every item is kept as sent (a call's too, whose arguments its call also holds).
-        self.charge_kept(item, f"output_item.added {index}", index)
-        self._items[index] = item
         kind = item.get("type")
         if kind not in _CALLS:
+            # Kept as sent. A call's item is bounded already: by Limits.max_calls, and its
+            # arguments by the argument limits.
+            self.charge_kept(item, f"output_item.added {index}", index)
+            self._items[index] = item
             return _NO_EVENTS
+        self._items[index] = item
         state = self._choices[0]
         call = self._open(
             state,
@@ -184,7 +186,7 @@ class _Items(Core):
         """
         before = self._items.get(index)
         kind = item.get("type")
-        if not terminal:
+        if kind not in _CALLS and not terminal:
             self.charge_kept(item, f"{source} {index}", index)
         self._items[index] = item
         call = self._calls0.get(index)
@@ -376,24 +378,19 @@ class ResponsesReader(_Items):
         is which cannot be told, and that is a ``MalformedChunkError``.
         """
         calls: dict[str, list[int]] = {}
-        for i in sorted(self._calls0):
-            call_id = self._calls0[i].id
-            if type(call_id) is str:
-                calls.setdefault(call_id, []).append(i)
+        for i, call in self._calls0.items():
+            if type(call.id) is str:
+                calls.setdefault(call.id, []).append(i)
         ids: dict[str, int] = {}
         for at, known in self._items.items():
             ident = known.get("id")
             if type(ident) is str:
                 ids.setdefault(ident, at)
-        sent: dict[str, int] = {}
-        for item in items:
-            call_id = item.get("call_id")
-            if item["type"] in _CALLS and type(call_id) is str:
-                sent[call_id] = sent.get(call_id, 0) + 1
         # First what names its place (a call_id of one call, an item id), then the calls of
         # a shared call_id in order among the places left to it, then the rest by position.
         found: list[int | None] = []
-        for item in items:
+        shared: list[int] = []
+        for at, item in enumerate(items):
             call_id, ident = item.get("call_id"), item.get("id")
             index: int | None = None
             sharing = (
@@ -403,23 +400,12 @@ class ResponsesReader(_Items):
                 index = sharing[0]
             if index is None and type(ident) is str:
                 index = ids.get(ident)
+            if index is None and sharing is not None and len(sharing) > 1:
+                shared.append(at)
             found.append(index)
         taken = {index for index in found if index is not None}
-        for at, item in enumerate(items):
-            call_id = item.get("call_id")
-            sharing = (
-                calls.get(call_id) if item["type"] in _CALLS and type(call_id) is str else None
-            )
-            if found[at] is None and sharing is not None and len(sharing) > 1:
-                if sent[str(call_id)] != len(sharing):
-                    raise MalformedChunkError(
-                        f"the terminal output has {sent[str(call_id)]} call items for a call_id "
-                        f"{len(sharing)} calls share: which is which cannot be told"
-                    )
-                index = next((i for i in sharing if i not in taken), None)
-                if index is not None:
-                    found[at] = index
-                    taken.add(index)
+        if shared:
+            self._place_shared(items, calls, shared, found, taken)
         placed: list[int] = []
         seen: set[int] = set()
         for position, (item, index) in enumerate(zip(items, found, strict=True)):
@@ -433,6 +419,33 @@ class ResponsesReader(_Items):
             seen.add(index)
             placed.append(index)
         return placed
+
+    def _place_shared(
+        self,
+        items: list[dict[str, Any]],
+        calls: dict[str, list[int]],
+        shared: list[int],
+        found: list[int | None],
+        taken: set[int],
+    ) -> None:
+        """Place the items at ``shared`` (calls of a call_id several calls have), in order."""
+        sent: dict[str, int] = {}
+        for item in items:
+            call_id = item.get("call_id")
+            if item["type"] in _CALLS and type(call_id) is str:
+                sent[call_id] = sent.get(call_id, 0) + 1
+        for at in shared:
+            call_id = str(items[at]["call_id"])
+            sharing = calls[call_id]
+            if sent[call_id] != len(sharing):
+                raise MalformedChunkError(
+                    f"the terminal output has {sent[call_id]} call items for a call_id "
+                    f"{len(sharing)} calls share: which is which cannot be told"
+                )
+            index = next((i for i in sorted(sharing) if i not in taken), None)
+            if index is not None:
+                found[at] = index
+                taken.add(index)
 
     # -- the end -----------------------------------------------------------------------
 
