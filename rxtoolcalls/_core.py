@@ -416,10 +416,9 @@ def extra(obj: object, name: str) -> Any:
 
 def as_dict(value: object) -> dict[str, Any]:
     """A usage-like value as a dict (a pydantic model is dumped with what was set)."""
-    if type(value) is dict:
-        return value
-    if isinstance(value, Mapping):
-        return _plain_event(value)  # type: ignore[return-value]
+    found = as_object(value)
+    if found is not None:
+        return found
     dump = attr(value, "model_dump")
     if callable(dump):
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -216,3 +218,16 @@ class NotADict(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._data)
+
+
+def serve_command(capture: str) -> tuple[subprocess.Popen[str], int]:
+    """``rxtoolcalls serve capture`` started on a free port: the process and that port."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rxtoolcalls", "serve", capture, "--port", "0", "--delay", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    base_url = process.stdout.readline().strip().rsplit(" ", 1)[-1]
+    return process, int(base_url.rsplit(":", 1)[1].split("/")[0])

@@ -7,7 +7,6 @@ import http.client
 import json
 import random
 import socket
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 import rxtoolcalls as rt
 from rxtoolcalls.__main__ import main
 from rxtoolcalls.serve import ReplayServer
-from tests.helpers import FIXTURES, load_fixture, run_assemble
+from tests.helpers import FIXTURES, load_fixture, run_assemble, serve_command
 
 PARALLEL = load_fixture("openai__parallel_tool_calls")
 
@@ -150,18 +149,9 @@ def test_stop_without_start_returns() -> None:
 
 
 def test_the_command_logs_one_line_per_request(tmp_path: Path) -> None:
-    capture = str(FIXTURES / "openai__parallel_tool_calls.jsonl")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "rxtoolcalls", "serve", capture, "--port", "0", "--delay", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process, port = serve_command(str(FIXTURES / "openai__parallel_tool_calls.jsonl"))
     try:
-        assert process.stdout is not None
         assert process.stderr is not None
-        base_url = process.stdout.readline().strip().rsplit(" ", 1)[-1]
-        port = int(base_url.rsplit(":", 1)[1].split("/")[0])
         for body in ({"stream": True}, {}):
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
             connection.request("POST", "/v1/chat/completions", json.dumps(body))

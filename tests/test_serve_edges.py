@@ -8,7 +8,6 @@ import http.client
 import json
 import socket
 import struct
-import subprocess
 import sys
 import threading
 import unicodedata
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 
 from rxtoolcalls.serve import MAX_BODY, ReplayServer
-from tests.helpers import FIXTURES, content, finish, load_fixture, run_assemble
+from tests.helpers import FIXTURES, content, finish, load_fixture, run_assemble, serve_command
 
 PARALLEL = load_fixture("openai__parallel_tool_calls")
 POST = b"POST /v1/chat/completions HTTP/1.1\r\n"
@@ -379,16 +378,8 @@ def test_a_bad_request_gets_a_json_4xx_and_one_line(
 
 
 def test_the_command_writes_no_traceback_when_clients_leave() -> None:
-    capture = str(FIXTURES / "openai__parallel_tool_calls.jsonl")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "rxtoolcalls", "serve", capture, "--port", "0", "--delay", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process, port = serve_command(str(FIXTURES / "openai__parallel_tool_calls.jsonl"))
     try:
-        assert process.stdout is not None
-        port = int(process.stdout.readline().strip().rsplit(":", 1)[1].split("/")[0])
         for stream in (False, True) * 10:
             body = json.dumps({"stream": stream}).encode()
             with socket.create_connection(("127.0.0.1", port), timeout=BOUND) as client:

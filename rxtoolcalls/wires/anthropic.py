@@ -124,13 +124,14 @@ class _Blocks(Core):
         state = self._choices[0]
         if kind == "text" or kind == "thinking":
             self._start_text(state, index, block, kind)
-        if kind != "tool_use" and kind not in _SERVER_CALLS:
+        is_call = kind == "tool_use" or kind in _SERVER_CALLS
+        if not is_call:
             # Kept as sent. A call's block is bounded already: by Limits.max_calls, and its
             # input by the argument limits.
             self.charge_kept(block, f"content_block_start {index}")
         self._blocks[index] = block
         self._open_blocks.add(index)
-        if kind != "tool_use" and kind not in _SERVER_CALLS:
+        if not is_call:
             return _NO_EVENTS
         call = self._open(
             state,

@@ -454,6 +454,12 @@ class _Parts(Core):
         self._held()
         return super()._all_calls()
 
+    def _note_response_id(self, data: dict[str, Any]) -> None:
+        """Keep ``data``'s ``responseId`` for the ids made up (the first one read, on any path)."""
+        found = data.get("responseId")
+        if type(found) is str and found:
+            self._response_id = found
+
     def _new_id(self, response_id: object) -> str:
         """An id of ``new_call_id``'s shape; the turn's calls count on from one first draw.
 
@@ -708,10 +714,7 @@ class GeminiReader(_Parts):
         if parsed is _ABSENT:
             return None  # parsed at the close, by the full path
         if self._response_id is None:
-            # As the full path does: the first responseId read, for the ids made up.
-            found = event.get("responseId")
-            if type(found) is str and found:
-                self._response_id = found
+            self._note_response_id(event)
         if first is None:
             if len(self._choices) >= self._policy.limits.max_choices:
                 return None  # the full path refuses the candidate (Limits.max_choices)
@@ -780,9 +783,7 @@ class GeminiReader(_Parts):
             return _NO_EVENTS
         data = _data(event)
         if self._response_id is None:
-            found = data.get("responseId")
-            if type(found) is str and found:
-                self._response_id = found
+            self._note_response_id(data)
         error = data.get("error")
         if error is not None:
             source = data if (found := as_object(error)) is None else found

@@ -128,9 +128,9 @@ class _Items(Core):
             # Kept as sent. A call's item is bounded already: by Limits.max_calls, and its
             # arguments by the argument limits.
             self.charge_kept(item, f"output_item.added {index}", index)
-            self._items[index] = item
-            return _NO_EVENTS
         self._items[index] = item
+        if kind not in _CALLS:
+            return _NO_EVENTS
         state = self._choices[0]
         call = self._open(
             state,
