@@ -33,12 +33,13 @@ from ._errors import (
     UnknownToolError,
 )
 from ._policy import DEFAULT, LENIENT, Policy
-from ._reader import detect_wire
+from ._reader import recording_wire
 from ._sse import DONE, SSEDecoder, chunk_from_event, error_field_error
 from ._types import AssistantTurn, ToolCallStarted
 from .agent import ToolExecutionError, TurnLimitError
 from .operators import assemble, progress
 from .sources import from_openai_stream, read_jsonl, record
+from .wires import lookup
 
 __all__ = ["EXIT_CODES", "main"]
 
@@ -296,7 +297,6 @@ def _escape_surrogates(text: str) -> str:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_LINE_BREAK = re.compile("[\r\n]")
 
 
 def _json_text(value: Any) -> str:
@@ -444,32 +444,43 @@ def _export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         chunks = _load(name)
     except ToolCallStreamError as exc:
         return _explain(exc, err, "export")
-    # As each wire is sent: Responses and Anthropic events named by their type, Chat and
-    # Gemini data alone, and only Chat ends with [DONE].
-    wire = next((w for w in map(detect_wire, chunks) if w is not None), "chat")
-    named = wire in ("responses", "anthropic")
-    lines = []
+    # As the wire sends its events (its descriptor's framing); a capture that shows no wire
+    # has nothing to frame it by.
+    found = next((w for w in map(recording_wire, chunks) if w is not None), None)
+    framing = None if found is None else lookup(found).routes[0].framing
+    to = args.to or ("sse" if framing is None else framing.name)
+    if to != "jsonl" and framing is not None and framing.name != to:
+        raise _UsageError(f"export: a {found} capture is framed as {framing.name}, not {to}")
+    pieces: list[bytes] = []
     for number, chunk in enumerate(chunks, 1):
         # SSE as providers send it (ASCII escapes); JSONL as record writes it. NaN and
         # Infinity are not JSON: no provider sends them, and no reader should get them.
         try:
-            text = json.dumps(chunk, ensure_ascii=args.to == "sse", allow_nan=False)
+            text = json.dumps(chunk, ensure_ascii=to != "jsonl", allow_nan=False)
         except ValueError:
             return _explain(
                 MalformedChunkError(f"chunk {number} holds NaN or Infinity, which JSON cannot"),
                 err,
                 "export",
             )
-        if args.to != "sse":
-            lines.append(_escape_surrogates(text) + "\n")
-            continue
-        kind = chunk.get("type")
-        if named and isinstance(kind, str) and kind and not _LINE_BREAK.search(kind):
-            lines.append(f"event: {kind}\n")
-        lines.append(f"data: {text}\n\n")
-    out.writelines(lines)
-    if args.to == "sse" and wire == "chat":
-        out.write("data: [DONE]\n\n")
+        if to == "jsonl":
+            pieces.append((_escape_surrogates(text) + "\n").encode())
+        elif framing is None:
+            pieces.append(f"data: {text}\n\n".encode())
+        else:
+            pieces.append(framing.frame(chunk))
+    if framing is not None and to != "jsonl":
+        pieces.append(framing.end)
+    body = b"".join(pieces)
+    if to == "eventstream":
+        binary = getattr(out, "buffer", None)
+        if binary is None:
+            raise _UsageError("export --to eventstream writes bytes: give it a binary stdout")
+        out.flush()
+        binary.write(body)
+        binary.flush()
+    else:
+        out.write(body.decode())
     return 0
 
 
@@ -499,7 +510,7 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise _UsageError(
             f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}"
         ) from None
-    paths = ", ".join(dict.fromkeys(_WIRE_PATHS[wire] for wire in server.wires if wire is not None))
+    paths = ", ".join(dict.fromkeys(lookup(wire).path for wire in server.wires if wire is not None))
     shown = f" ({paths})" if paths else ""
     # The address ends the line: scripts read it from there.
     print(
@@ -512,14 +523,6 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     finally:
         server.stop()
     return 0
-
-
-_WIRE_PATHS = {
-    "chat": "chat/completions",
-    "responses": "responses",
-    "anthropic": "messages",
-    "gemini": "v1beta/models/{model}:streamGenerateContent",
-}
 
 
 def _tool_file(path: str) -> list[dict[str, Any]]:
@@ -822,9 +825,10 @@ def _parser() -> argparse.ArgumentParser:
     capture_options(export, "FILE")
     export.add_argument(
         "--to",
-        choices=("sse", "jsonl"),
-        default="sse",
-        help="the output format (default: %(default)s)",
+        choices=("sse", "eventstream", "jsonl"),
+        default=None,
+        help="the output format (default: the capture's wire's own: eventstream for Bedrock, "
+        "else sse)",
     )
 
     serve = sub.add_parser(

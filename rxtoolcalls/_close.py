@@ -36,7 +36,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._errors import (
     RETRY_HINT,
@@ -63,6 +63,9 @@ from ._types import (
     new_tool_call,
     new_turn,
 )
+
+if TYPE_CHECKING:
+    from ._wire import WireSpec
 
 __all__ = ["build_turns", "check_finish", "every_turn", "resolve_policy", "single_turn"]
 
@@ -96,6 +99,12 @@ _ORDER = attrgetter("choice_index", "index", "order")
 _LAST = attrgetter("index", "order")
 
 
+def _wire_spec(name: str) -> WireSpec:
+    from .wires import lookup  # the wires import this module
+
+    return lookup(name)
+
+
 def check_finish(
     end: StreamEnd, calls: Sequence[ToolCallBuffer], policy: Policy = DEFAULT
 ) -> StreamEnd:
@@ -104,10 +113,12 @@ def check_finish(
     Returns ``end``, with the recoveries the policy applied added to its normalizations.
     """
     normalizations = dict(end.normalizations)
+    terminal = _wire_spec(end.wire).terminal
     for choice in end.choices:
         said = choice.finish_reason
-        # Other wires state their finish once the terminal event came; None means it never did.
-        reason = said if end.wire == "chat" else choice.outcome
+        # A wire with a terminal event states its finish once it came; None means it never
+        # did. Without one, the finish the wire said is the outcome.
+        reason = choice.outcome if terminal else said
         where = f"choice {choice.index}: " if choice.index else ""
         mine = [c for c in calls if c.choice_index == choice.index and not c.server]
         if choice.function_call is not None:
@@ -121,11 +132,11 @@ def check_finish(
             "received": None if last is None else len(last.arguments),
         }
         if reason is None:
-            # The switches are for Chat servers that never send a finish; the other wires
-            # always end with a terminal event, so its absence is a cut connection.
-            if not policy.require_finish_reason and end.wire == "chat":
+            # The switches are for servers that never send a finish; a wire with a terminal
+            # event always sends it, so its absence is a cut connection.
+            if not policy.require_finish_reason and not terminal:
                 continue
-            if policy.accept_clean_end and end.wire == "chat":
+            if policy.accept_clean_end and not terminal:
                 # Complete arguments are still required: build_turns parses every buffer.
                 normalizations["accepted_missing_finish"] = (
                     normalizations.get("accepted_missing_finish", 0) + 1
@@ -133,7 +144,7 @@ def check_finish(
                 continue
             raise StreamInterruptedError(
                 f"{where}the stream ended without a finish_reason, so the turn may be cut off"
-                if end.wire == "chat"
+                if not terminal
                 else f"the {end.wire} stream ended before its terminal event, so the turn may be "
                 f"cut off",
                 hint=f"{RETRY_HINT}; a provider that never sends one needs "

@@ -1139,7 +1139,8 @@ class Core(_Calls):
 
     __slots__ = ()
 
-    wire: ClassVar[Wire] = "chat"
+    # Each wire's reader names its wire; a reader that does not is an AttributeError at once.
+    wire: ClassVar[Wire]
 
     def _name_known(self, call: Call, *, whole: bool = False) -> ToolCallStarted | None:
         """Check a (possibly partial) name; return the start event once it is final enough.
@@ -1197,7 +1198,7 @@ class Core(_Calls):
             tuple(self._choices[ci].end() for ci in sorted(self._choices)),
             self.usage,
             dict(self.normalizations),
-            self.wire,
+            wire=self.wire,
         )
 
     def _settle(self) -> None:

@@ -5,6 +5,7 @@ Any other exception escaping the assembler or the operators is a bug.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "excerpt",
     "provider_error",
     "retryable",
+    "status_error",
 ]
 
 
@@ -104,32 +106,29 @@ class StreamInterruptedError(ToolCallStreamError):
     """The source failed (original kept as ``__cause__``) or ended without a finish_reason."""
 
 
-_RETRYABLE_TYPES = frozenset(
-    {"overloaded_error", "rate_limit_error", "rate_limit_exceeded", "server_error", "api_error"}
-)
-_FINAL_TYPES = frozenset(
-    {
-        "invalid_request_error",
-        "context_length_exceeded",
-        "authentication_error",
-        "permission_error",
-        "not_found_error",
-        "invalid_api_key",
-        # Out of credit: sending again fails the same way until the account changes.
-        "insufficient_quota",
-    }
-)
+@functools.cache
+def _names() -> tuple[frozenset[str], frozenset[str]]:
+    """Every wire's retryable and final error names (the wires import this module)."""
+    from .wires import WIRES
+
+    return (
+        frozenset().union(*(spec.retryable for spec in WIRES)),
+        frozenset().union(*(spec.final for spec in WIRES)),
+    )
+
+
 _CONTEXT_WORDS = ("context length", "context_length", "maximum context", "context window")
 
 
 def retryable(code: object, body: object = None) -> bool | None:
     """Whether sending the same request again can help, from an error's code and body.
 
-    ``True`` for HTTP 408, 409, 429 and 5xx and for the types ``overloaded_error``,
-    ``rate_limit_error``, ``rate_limit_exceeded``, ``server_error`` and ``api_error``;
-    ``False`` for every other 4xx, for ``invalid_request_error`` and the like (a bad key, a
-    missing model), and for a context-length error, whatever its status; ``None`` when nothing
-    says (``finish_reason: "error"`` alone, an unknown code).
+    ``True`` for HTTP 408, 409, 429 and 5xx and for the error types a wire lists as
+    retryable (``overloaded_error``, ``rate_limit_exceeded``, ``throttlingException`` …);
+    ``False`` for every other 4xx, for the types a wire lists as final
+    (``invalid_request_error`` and the like: a bad key, a missing model), and for a
+    context-length error, whatever its status; ``None`` when nothing says
+    (``finish_reason: "error"`` alone, an unknown code).
     """
     found: list[object] = [code]
     text = ""
@@ -142,14 +141,16 @@ def retryable(code: object, body: object = None) -> bool | None:
             if isinstance(message, str):
                 text += message[:1000].lower()
             stack.extend(v for k, v in part.items() if k == "error")
-    words = {str(v).lower() for v in found if isinstance(v, str)}
+    words = {str(v) for v in found if isinstance(v, str)}
+    words |= {word.lower() for word in words}
+    again, final = _names()
     statuses = {v for v in found if type(v) is int}
     statuses |= {int(w) for w in words if w.isdigit() and len(w) == 3}
     if any(word in text for word in _CONTEXT_WORDS) or "context_length_exceeded" in words:
         return False
-    if words & _RETRYABLE_TYPES or any(s in (408, 409, 429) or 500 <= s <= 599 for s in statuses):
+    if words & again or any(s in (408, 409, 429) or 500 <= s <= 599 for s in statuses):
         return True
-    if words & _FINAL_TYPES or any(400 <= s <= 499 for s in statuses):
+    if words & final or any(400 <= s <= 499 for s in statuses):
         return False
     return None
 
@@ -258,3 +259,26 @@ class LimitExceededError(ToolCallStreamError):
 
 class UnknownToolError(ToolCallStreamError):
     """The model named a tool the request did not declare (``Policy.tools``)."""
+
+
+def status_error(error: Exception) -> ProviderError:
+    """An SDK's ``APIStatusError`` (anthropic's or openai's) as a ``ProviderError``."""
+    body = getattr(error, "body", None)
+    status = getattr(error, "status_code", None)
+    said = getattr(error, "api_message", None) or getattr(error, "message", None) or str(error)
+    # openai keeps the error's code in ``code``, anthropic its type in ``type``.
+    code = getattr(error, "code", None) or getattr(error, "type", None)
+    if not isinstance(status, int) or status < 400:
+        # In band: the stream's own status (200) says nothing about the error.
+        return provider_error(said, code, body)
+    found = retryable(code, body)
+    typed = ProviderError(
+        f"the provider answered HTTP {status}: {clip(str(said), 200)}"
+        f"{'' if code is None else f' (type {excerpt(code)})'}; nothing was emitted",
+        code=code if code is not None else status,
+        body=body,
+        retryable=retryable(status) if found is None else found,
+    )
+    if typed.retryable:
+        typed.hint = RETRY_HINT
+    return typed

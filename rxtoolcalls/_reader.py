@@ -1,92 +1,79 @@
 """Choosing the wire: one reader per stream, detected from its first identifying event.
 
 ``reader(policy, wire=...)`` makes the reader every operator and the ``Assembler`` use. With
-``wire=None`` the first event that identifies a wire decides it: a chunk with ``choices`` is
-Chat Completions, a ``type`` starting with ``response.`` is Responses, an Anthropic event type
-is Anthropic, ``candidates`` (or ``promptFeedback``) is Gemini. Events that identify nothing
-(an in-band ``error`` before anything else) are read on their own. Once decided, an event of
-another wire is a ``MalformedChunkError``.
+``wire=None`` the first event that a wire's descriptor identifies decides it (the registry
+asks each wire in turn); an envelope (Bedrock's InvokeModel ``chunk``) is read as the event
+inside it. Events that identify nothing (an in-band ``error`` before anything else) are read
+on their own. Once decided, an event of another wire is a ``MalformedChunkError``.
+
+The detecting reader has a Chat reader's layout, so that a Chat stream, the most common,
+pays nothing for detection; any other wire's reader is delegated to.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast, get_args
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from ._close import resolve_policy, single_turn
-from ._core import _NO_EVENTS, Call, Core, attr
-from ._errors import MalformedChunkError
+from ._core import _NO_EVENTS, Call, Core
 from ._policy import DEFAULT, Policy, PolicyName
 from ._types import AssistantTurn, StreamEnd, ToolCallStarted, Wire
-from .wires import anthropic, gemini, responses
+from .wires import WIRES, detect, lookup, names
 from .wires.chat import ChatReader
 
-__all__ = ["Assembler", "detect_wire", "reader", "resolve_wire"]
-
-_WIRES: tuple[str, ...] = get_args(Wire)
+__all__ = ["Assembler", "detect_wire", "reader", "recording_wire", "resolve_wire"]
 
 
 def resolve_wire(wire: object) -> Wire | None:
     """``wire`` itself when it names a wire, or ``None``; ``TypeError``/``ValueError`` at once."""
     if wire is None:
         return None
+    known = names()
     if not isinstance(wire, str):
         raise TypeError(
-            f"wire must be one of {', '.join(_WIRES)} or None, got {type(wire).__name__}"
+            f"wire must be one of {', '.join(known)} or None, got {type(wire).__name__}"
         )
-    if wire not in _WIRES:
+    if wire not in known:
         shown = wire if len(wire) <= 32 else wire[:32] + "…"
-        raise ValueError(f"no wire is named {shown!r}: use {', '.join(map(repr, _WIRES))} or None")
+        raise ValueError(f"no wire is named {shown!r}: use {', '.join(map(repr, known))} or None")
     return cast("Wire", wire)
 
 
 def detect_wire(event: object) -> Wire | None:
     """The wire that ``event`` belongs to, or ``None`` when it could belong to any."""
-    if isinstance(event, Mapping):
-        try:
-            if "choices" in event or event.get("object") == "chat.completion.chunk":
-                return "chat"
-            if gemini.identifies(event):
-                return "gemini"
-            kind = event.get("type")
-        except Exception as exc:  # a Mapping of the caller's whose lookup fails
-            raise MalformedChunkError(
-                f"reading a {type(event).__name__} event raised {type(exc).__name__}"
-            ) from exc
-    elif event is None or isinstance(event, str | bytes | int | float | list | tuple):
-        return None
-    else:
-        if attr(event, "choices") is not None:
-            return "chat"
-        fields = attr(type(event), "model_fields")
-        if isinstance(fields, dict) and "candidates" in fields:
-            return "gemini"
-        kind = attr(event, "type")
-    if type(kind) is not str:
-        return None
-    if responses.identifies(kind):
-        return "responses"
-    if anthropic.identifies(kind):
-        return "anthropic"
-    return None
+    spec = detect(event)
+    return None if spec is None else cast("Wire", spec.name)
+
+
+def recording_wire(event: object) -> str | None:
+    """The wire of an event as recorded: its own, or that of the event it wraps."""
+    spec = detect(event)
+    if spec is None and (found := _unwrapped(event)) is not None:
+        spec = detect(found[1])
+    return None if spec is None else spec.name
 
 
 def _make(
-    wire: Wire,
+    wire: str,
     policy: Policy,
     on_open: Callable[[Call], None] | None,
     keep_arguments: bool,
     on_error: Callable[[Exception], None] | None,
 ) -> Core:
-    return _READERS[wire](policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
+    return lookup(wire).reader(
+        policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error
+    )
 
 
-_READERS: dict[str, type[Core]] = {
-    "chat": ChatReader,
-    "responses": responses.ResponsesReader,
-    "anthropic": anthropic.AnthropicReader,
-    "gemini": gemini.GeminiReader,
-}
+def _unwrapped(event: object) -> tuple[Callable[[object], object | None], object] | None:
+    """The unwrapping and the event inside, for an event that wraps another wire's."""
+    for spec in WIRES:
+        if spec.unwrap is not None:
+            inner = spec.unwrap(event)
+            if inner is not None:
+                return spec.unwrap, inner
+    return None
 
 
 class _Reading(ChatReader):
@@ -116,29 +103,48 @@ class _Reading(ChatReader):
 
     def _detect(self, chunk: object) -> Sequence[ToolCallStarted]:
         event = chunk
-        wire = detect_wire(event)
-        if wire is None:
+        spec = detect(event)
+        unwrap = None
+        if spec is None and (found := _unwrapped(event)) is not None:
+            unwrap, event = found
+            spec = detect(event)
+        if spec is None:
             if isinstance(event, str) and event.strip() == "[DONE]":
                 return _NO_EVENTS
             _chat_state(self)
             if isinstance(event, dict) and event.get("type") == "error":
                 self._raise_provider_error(event)
             return ChatReader._feed(self, event)
-        if wire == "chat":
+        if spec.reader is ChatReader and unwrap is None:
             # Decided: from now on the Chat rules alone, with no detection per event.
             _chat_state(self)
             self.__class__ = _Chat
             self._fast = not self._policy.needs_piece_checks
             return ChatReader._feed(self, event)
         # Errors of the delegate reach this reader's own reporting (it has no on_error).
-        delegate = self._delegate = _make(wire, self._policy, *self._parts, None)
+        delegate = self._delegate = _make(spec.name, self._policy, *self._parts, None)
         delegate._announce = self._announce
         # Chat's fast path stays off (it would fail on every event of another wire): the
         # delegate's feed (its own fast path) is called with nothing in between, from the
         # slot (set once the class no longer shadows it).
         self.__class__ = _Delegating
-        self._feed = delegate.feed  # type: ignore[method-assign,assignment]
+        if unwrap is None:
+            self._feed = delegate.feed  # type: ignore[method-assign,assignment]
+        else:
+            self._feed = _unwrapping(delegate.feed, unwrap)  # type: ignore[method-assign,assignment]
         return delegate.feed(event)
+
+
+def _unwrapping(
+    feed: Callable[[object], Sequence[ToolCallStarted]], unwrap: Callable[[object], object | None]
+) -> Callable[[object], Sequence[ToolCallStarted]]:
+    """``feed`` for the events inside an envelope; an event outside one is read as it is."""
+
+    def read(event: object) -> Sequence[ToolCallStarted]:
+        inner = unwrap(event)
+        return feed(event if inner is None else inner)
+
+    return read
 
 
 class _Detecting(_Reading):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from json.scanner import c_make_scanner  # type: ignore[attr-defined]
 from typing import Any, NamedTuple
 
@@ -23,6 +23,7 @@ from ._errors import (
     provider_error,
 )
 from ._policy import Limits
+from ._wire import Framing
 
 DEFAULT_LIMITS = Limits()
 
@@ -49,6 +50,9 @@ FAST_JSON = "msgspec" if _fast_decode is not None else None
 __all__ = [
     "DONE",
     "FAST_JSON",
+    "SSE_DATA",
+    "SSE_DATA_DONE",
+    "SSE_NAMED",
     "SSEDecoder",
     "ServerSentEvent",
     "chunk_from_event",
@@ -516,3 +520,25 @@ def chunk_from_event(event: ServerSentEvent) -> dict[str, Any] | object | None:
     if payload.get("error") is not None or payload.get("object") == "error":
         raise _provider_error(payload, data)
     return payload
+
+
+def _data_only(event: Mapping[str, Any]) -> bytes:
+    """One SSE event: a ``data:`` line alone."""
+    return f"data: {json.dumps(event)}\n\n".encode()
+
+
+def _named(event: Mapping[str, Any]) -> bytes:
+    """One SSE event with an ``event:`` line holding its ``type``, as the providers send it."""
+    data = f"data: {json.dumps(event)}\n\n"
+    kind = event.get("type")
+    if isinstance(kind, str) and kind and "\n" not in kind and "\r" not in kind:
+        return f"event: {kind}\n{data}".encode()
+    return data.encode()
+
+
+SSE_DATA = Framing("sse", "text/event-stream", _data_only, b"")
+"""SSE with ``data:`` lines alone and no end marker (Gemini)."""
+SSE_DATA_DONE = Framing("sse", "text/event-stream", _data_only, b"data: [DONE]\n\n")
+"""SSE with ``data:`` lines, ended by ``data: [DONE]`` (Chat Completions)."""
+SSE_NAMED = Framing("sse", "text/event-stream", _named, b"")
+"""SSE whose events are named by their ``type`` (Responses, Anthropic)."""

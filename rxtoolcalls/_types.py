@@ -6,7 +6,10 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+if TYPE_CHECKING:
+    from ._wire import WireSpec
 
 __all__ = [
     "AssistantTurn",
@@ -24,7 +27,7 @@ __all__ = [
 
 Wire: TypeAlias = Literal["chat", "responses", "anthropic", "gemini"]
 """The streaming formats read: OpenAI Chat Completions, OpenAI Responses, Anthropic Messages,
-Google Gemini ``streamGenerateContent``."""
+Google Gemini ``streamGenerateContent``, AWS Bedrock ``ConverseStream``."""
 
 
 def _finite(value: object) -> object:
@@ -63,12 +66,13 @@ def tool_content(value: object, default: Callable[[Any], Any] | None = None) -> 
         return json.dumps(_finite(value), allow_nan=False, default=finite_default)
 
 
-def _json(value: object) -> Any:
+def json_data(value: object) -> Any:
     """``value`` as plain JSON data (non-finite floats as null, as ``tool_content`` writes)."""
     return json.loads(tool_content(value))
 
 
-def _error_text(value: BaseException) -> str:
+def error_text(value: BaseException) -> str:
+    """An exception as a tool's answer: its type, and its message when it has one."""
     return f"{type(value).__name__}: {value}" if str(value) else type(value).__name__
 
 
@@ -140,7 +144,7 @@ class AssistantTurn:
     choice_index: int = 0
     function_call: ToolCall | None = None
     normalizations: dict[str, int] = field(default_factory=dict, hash=False)
-    wire: Wire = "chat"
+    wire: Wire = field(kw_only=True)
     """The format the turn was streamed in; ``to_message`` and ``tool_messages`` answer in it."""
     items: tuple[dict[str, Any], ...] = field(default=(), hash=False, repr=False)
     """Responses output items, Anthropic content blocks or Gemini parts, in order: verbatim
@@ -155,43 +159,22 @@ class AssistantTurn:
     @property
     def needs_continuation(self) -> bool:
         """Whether the provider paused the turn (Anthropic ``pause_turn``): send it back."""
-        return self.wire == "anthropic" and self.finish_reason == "pause_turn"
+        return self.finish_reason in _spec(self.wire).pause_reasons
 
     def to_message(self, empty_content: str | None = None) -> Any:
         """Return what the wire's next request needs to carry this turn.
 
         Chat: the assistant message (a dict). Responses: the list of input items (the output
         items, reasoning and server items verbatim). Anthropic: ``{"role": "assistant",
-        "content": [blocks]}``. ``empty_content`` replaces a ``None`` Chat content
-        (llama-cpp-python's server refuses ``"content": null`` next to ``tool_calls``).
+        "content": [blocks]}``. Gemini: the ``model`` content. Bedrock: ``{"role":
+        "assistant", "content": [{"text"}, {"toolUse"} …]}``. ``empty_content`` replaces a
+        ``None`` Chat content (llama-cpp-python's server refuses ``"content": null`` next to
+        ``tool_calls``).
 
-        >>> AssistantTurn(content="Hi", finish_reason="stop").to_message()
+        >>> AssistantTurn(content="Hi", finish_reason="stop", wire="chat").to_message()
         {'role': 'assistant', 'content': 'Hi'}
         """
-        if self.wire == "responses":
-            if self.items:
-                return [dict(item) for item in self.items]
-            text = self.content if self.content is not None else empty_content
-            return [] if text is None else [{"role": "assistant", "content": text}]
-        if self.wire == "gemini":
-            return {"role": "model", "parts": [dict(part) for part in self.items]}
-        if self.wire == "anthropic":
-            blocks = [
-                dict(block)
-                for block in self.items
-                # The API refuses empty text blocks; a stream may open one and send nothing.
-                if not (block.get("type") == "text" and not block.get("text"))
-            ]
-            return {"role": "assistant", "content": blocks}
-        content = self.content if self.content is not None else empty_content
-        message: dict[str, Any] = {"role": "assistant", "content": content}
-        if self.refusal is not None:
-            message["refusal"] = self.refusal
-        if self.tool_calls:
-            message["tool_calls"] = [call.to_dict() for call in self.tool_calls]
-        if self.function_call is not None:
-            message["function_call"] = self.function_call.to_dict()["function"]
-        return message
+        return _spec(self.wire).to_message(self, empty_content)
 
     def tool_messages(
         self, results: Mapping[str, object] | Sequence[object]
@@ -203,66 +186,19 @@ class AssistantTurn:
         user message of ``tool_result`` blocks. Gemini: one user ``Content`` of
         ``functionResponse {name, id?, response}`` parts (a mapping is the response itself, an
         exception ``{"error": text}``, anything else ``{"output": value}``; the id only where
-        the model sent one). ``results`` maps each call id to its result,
+        the model sent one). Bedrock: one user message of ``toolResult`` blocks (``json``
+        content for a mapping, else ``text``). ``results`` maps each call id to its result,
         or lists the results in call order. A ``str`` is sent as is, an exception as its text
-        (Anthropic marks it ``is_error``), anything else as JSON (``tool_content``). Raises
-        ``ValueError`` unless there is exactly one result per call.
+        (Anthropic and Bedrock mark it as an error), anything else as JSON (``tool_content``).
+        Raises ``ValueError`` unless there is exactly one result per call.
         """
         ids = [call.id for call in self.tool_calls]
         values = _results(ids, results)
         texts = [
-            _error_text(value) if isinstance(value, BaseException) else tool_content(value)
+            error_text(value) if isinstance(value, BaseException) else tool_content(value)
             for value in values
         ]
-        if self.wire == "responses":
-            return [
-                {
-                    "type": "custom_tool_call_output"
-                    if call.type == "custom"
-                    else "function_call_output",
-                    "call_id": call.id,
-                    "output": text,
-                }
-                for call, text in zip(self.tool_calls, texts, strict=True)
-            ]
-        if self.wire == "gemini":
-            return self._function_responses(values)
-        if self.wire == "anthropic":
-            blocks: list[dict[str, Any]] = []
-            for call_id, value, text in zip(ids, values, texts, strict=True):
-                block: dict[str, Any] = {
-                    "type": "tool_result",
-                    "tool_use_id": call_id,
-                    "content": text,
-                }
-                if isinstance(value, BaseException):
-                    block["is_error"] = True
-                blocks.append(block)
-            return [{"role": "user", "content": blocks}] if blocks else []
-        return [
-            {"role": "tool", "tool_call_id": call_id, "content": text}
-            for call_id, text in zip(ids, texts, strict=True)
-        ]
-
-    def _function_responses(self, values: list[object]) -> list[dict[str, Any]]:
-        """One user content of ``functionResponse`` parts, in call order (Gemini)."""
-        # Only ids the model sent go back: a made-up one means nothing to the API.
-        made_up = made_up_ids(self)
-        parts: list[dict[str, Any]] = []
-        for call, value in zip(self.tool_calls, values, strict=True):
-            response: dict[str, Any]
-            if isinstance(value, BaseException):
-                response = {"error": _error_text(value)}
-            elif isinstance(value, Mapping):
-                response = json.loads(tool_content(value))
-            else:
-                response = {"output": value if isinstance(value, str) else _json(value)}
-            answer: dict[str, Any] = {"name": call.name}
-            if call.id not in made_up:
-                answer["id"] = call.id
-            answer["response"] = response
-            parts.append({"functionResponse": answer})
-        return [{"role": "user", "parts": parts}] if parts else []
+        return _spec(self.wire).tool_messages(self, values, texts)
 
     def exchange(
         self, results: Mapping[str, object] | Sequence[object], empty_content: str | None = None
@@ -395,22 +331,23 @@ class StreamEnd:
     choices: tuple[ChoiceEnd, ...]
     usage: dict[str, Any] | None
     normalizations: dict[str, int] = field(default_factory=dict)
-    wire: Wire = "chat"
+    wire: Wire = field(kw_only=True)
 
 
 def made_up_ids(turn: AssistantTurn) -> frozenset[str]:
-    """The ids of ``turn``'s calls that the model never sent (Gemini: the reader made them up).
+    """The ids of ``turn``'s calls that the model never sent (the reader made them up)."""
+    return _spec(turn.wire).made_up_ids(turn)
 
-    A made-up id is in no part of the turn's items, which carry what the model sent.
-    """
-    if turn.wire != "gemini":
-        return frozenset()
-    sent = {
-        part["functionCall"]["id"]
-        for part in turn.items
-        if isinstance(part.get("functionCall"), dict) and "id" in part["functionCall"]
-    }
-    return frozenset(call.id for call in turn.tool_calls if call.id not in sent)
+
+def no_made_up_ids(turn: AssistantTurn) -> frozenset[str]:
+    """None: a wire whose calls always carry the model's ids."""
+    return frozenset()
+
+
+def _spec(wire: str) -> WireSpec:
+    from .wires import lookup  # the wires import this module
+
+    return lookup(wire)
 
 
 def _direct(cls: type) -> Callable[..., Any]:

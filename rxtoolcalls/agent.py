@@ -56,7 +56,7 @@ from ._types import (
     AssistantTurn,
     ToolCall,
     ToolCallStarted,
-    _error_text,
+    error_text,
     made_up_ids,
     tool_content,
 )
@@ -621,7 +621,7 @@ class _Conversation:
             )
             typed.__cause__ = error
             return reactivex.throw(typed)
-        content = _error_text(error)
+        content = error_text(error)
         if key is not None:
             self.s.ledger[key] = content
         return reactivex.return_value((ToolCallFinished(call, content, error), error))

@@ -29,9 +29,10 @@ from typing import Any
 import reactivex
 
 from ._errors import ProviderError, ToolCallStreamError
-from ._reader import detect_wire
-from ._types import AssistantTurn, Wire
-from .operators import assemble, assemble_choices
+from ._reader import recording_wire
+from ._wire import Framing, Route, WireSpec
+from .operators import assemble_choices
+from .wires import WIRES, lookup
 
 __all__ = ["ReplayServer"]
 
@@ -71,129 +72,27 @@ def _visible(line: str) -> str:
     return line.translate(_VISIBLE)
 
 
-def _completion(chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The non-streaming ``chat.completion`` a recording stands for; typed errors raise."""
-    turns = reactivex.from_iterable(chunks).pipe(assemble_choices()).run()
-    first = chunks[0]
-    usage = next((c["usage"] for c in reversed(chunks) if c.get("usage")), None)
-    return {
-        "id": first.get("id", "chatcmpl-replay"),
-        "object": "chat.completion",
-        "created": first.get("created", 0),
-        "model": first.get("model", "replay"),
-        "choices": [
-            {
-                "index": turn.choice_index,
-                "message": turn.to_message(),
-                "finish_reason": turn.finish_reason,
-                "logprobs": None,
-            }
-            for turn in turns
-        ],
-        **({"usage": usage} if usage is not None else {}),
-    }
+def _route(path: str) -> tuple[WireSpec, Route] | None:
+    """The wire and route a request path is for (a client may put any base URL first)."""
+    for spec in WIRES:
+        for route in spec.routes:
+            if path.endswith(route.tail):
+                return spec, route
+    return None
 
 
-def _response(chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The non-streaming Responses ``response`` a recording stands for; typed errors raise."""
-    turn: AssistantTurn = reactivex.from_iterable(chunks).pipe(assemble(wire="responses")).run()
-    last: dict[str, Any] = next(
-        (c["response"] for c in reversed(chunks) if isinstance(c.get("response"), dict)), {}
-    )
-    return {
-        "id": "resp_replay",
-        "object": "response",
-        "created_at": 0,
-        "model": "replay",
-        **last,
-        "output": list(turn.items),
-        **({"usage": turn.usage} if turn.usage is not None else {}),
-    }
-
-
-def _message(chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The non-streaming Anthropic ``message`` a recording stands for; typed errors raise."""
-    turn: AssistantTurn = reactivex.from_iterable(chunks).pipe(assemble(wire="anthropic")).run()
-    start: dict[str, Any] = next(
-        (
-            c["message"]
-            for c in chunks
-            if c.get("type") == "message_start" and isinstance(c.get("message"), dict)
-        ),
-        {"id": "msg_replay"},
-    )
-    stop_sequence = None
-    usage = dict(start.get("usage") or {})
-    for chunk in chunks:
-        if chunk.get("type") == "message_delta":
-            delta, more = chunk.get("delta"), chunk.get("usage")
-            if isinstance(delta, dict):
-                stop_sequence = delta.get("stop_sequence", stop_sequence)
-            if isinstance(more, dict):
-                usage.update(more)
-    return {
-        "type": "message",
-        "role": "assistant",
-        "model": "replay",
-        **start,
-        "content": turn.to_message()["content"],
-        "stop_reason": turn.finish_reason,
-        "stop_sequence": stop_sequence,
-        "usage": usage,
-    }
-
-
-def _generated(chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The non-streaming Gemini ``GenerateContentResponse`` a recording stands for."""
-    turn: AssistantTurn = reactivex.from_iterable(chunks).pipe(assemble(wire="gemini")).run()
-    version = next((c["modelVersion"] for c in chunks if "modelVersion" in c), None)
-    return {
-        "candidates": [
-            {"content": turn.to_message(), "finishReason": turn.finish_reason, "index": 0}
-        ],
-        **({"usageMetadata": turn.usage} if turn.usage is not None else {}),
-        **({"modelVersion": version} if version is not None else {}),
-    }
-
-
-# Google's status names for the codes this server answers with.
-_GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 411: "INVALID_ARGUMENT"}
-
-
-def _error_body(message: str, kind: str, code: object = None, wire: Wire = "chat") -> Any:
-    if wire == "gemini":
-        status = code if isinstance(code, int) else 400
-        return {
-            "error": {
-                "code": status,
-                "message": message,
-                "status": _GOOGLE_STATUS.get(status, kind),
-            }
-        }
-    if wire == "anthropic":
-        return {"type": "error", "error": {"type": kind, "message": message}}
+def _error_body(status: int, message: str, kind: str, code: object) -> dict[str, Any]:
+    """An error body for a request no wire's path matched."""
     return {"error": {"message": message, "type": kind, "code": code}}
 
 
-_PATHS: dict[Wire, str] = {
-    "chat": "/v1/chat/completions",
-    "responses": "/v1/responses",
-    "anthropic": "/v1/messages",
-    "gemini": "/v1beta/models/{model}:streamGenerateContent",
-}
-# The tail of each path, as a client with any base URL sends it.
-_ROUTES: tuple[tuple[str, Wire], ...] = (
-    *((p[3:], w) for w, p in _PATHS.items() if w != "gemini"),
-    (":streamGenerateContent", "gemini"),
-    (":generateContent", "gemini"),
-)
-# Anthropic's error types by status; OpenAI's bodies keep the kind they are given.
-_ANTHROPIC_KINDS = {404: "not_found_error", 413: "request_too_large", 502: "api_error"}
+def _paths() -> str:
+    return ", ".join(spec.path for spec in WIRES)
 
 
-def _recording_wire(recording: Sequence[dict[str, Any]]) -> Wire | None:
+def _recording_wire(recording: Sequence[dict[str, Any]]) -> str | None:
     """The wire of the first event that shows one; ``None`` when none does (a lone error)."""
-    return next((w for w in map(detect_wire, recording) if w is not None), None)
+    return next((w for w in map(recording_wire, recording) if w is not None), None)
 
 
 class ReplayServer:
@@ -257,7 +156,8 @@ class ReplayServer:
 
             timeout = read_timeout  # applied to the socket by StreamRequestHandler
             detail = ""
-            route: Wire = "chat"
+            # The wire whose error bodies this request gets, once its path says.
+            spec: WireSpec | None = None
             progress = ""
 
             def handle_one_request(self) -> None:
@@ -278,7 +178,7 @@ class ReplayServer:
 
             def parse_request(self) -> bool:
                 self.detail = ""  # one handler serves every request of a kept-alive connection
-                self.route = "chat"
+                self.spec = None
                 try:
                     return super().parse_request()
                 except TimeoutError:
@@ -318,10 +218,8 @@ class ReplayServer:
 
             def fail(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
                 self.detail = message
-                if self.route == "anthropic":
-                    kind = _ANTHROPIC_KINDS.get(status, "invalid_request_error")
-                code = status if self.route == "gemini" else None
-                self.send_json(status, _error_body(message, kind, code, self.route))
+                shape = _error_body if self.spec is None else self.spec.error_body
+                self.send_json(status, shape(status, message, kind, None))
 
             def send_error(
                 self, code: int, message: str | None = None, explain: str | None = None
@@ -376,15 +274,16 @@ class ReplayServer:
 
             def do_POST(self) -> None:
                 path = self.path.split("?", 1)[0].rstrip("/")
-                route = next((w for tail, w in _ROUTES if path.endswith(tail)), None)
-                self.route = route or "chat"
+                found = _route(path)
+                if found is not None:
+                    self.spec = found[0]
                 body = self.read_body()
                 if body is None:
                     return
-                if route is None:
-                    served = ", ".join(_PATHS.values())
-                    self.fail(404, f"not found: {self.path} (POST serves {served})", "not_found")
+                if found is None:
+                    self.fail(404, f"not found: {self.path} (POST serves {_paths()})", "not_found")
                     return
+                spec, route = found
                 try:
                     request = json.loads(body or b"{}")
                 except (ValueError, RecursionError):
@@ -399,23 +298,20 @@ class ReplayServer:
                 which = min(number, len(server.recordings) - 1)
                 chunks = server.recordings[which]
                 wire = server.wires[which]
-                if wire is not None and wire != route:
+                serves = route.serves or spec.name
+                if wire is not None and wire != serves:
                     self.fail(
                         400,
-                        f"recording {which + 1} is a {wire} stream, served at {_PATHS[wire]}, "
-                        f"not at {_PATHS[route]}",
+                        f"recording {which + 1} is a {wire} stream, served at "
+                        f"{lookup(wire).path}, not at {spec.path}",
                     )
                     return
                 self.detail = f"recording {which + 1}/{len(server.recordings)}"
-                streamed = (
-                    path.endswith(":streamGenerateContent")
-                    if route == "gemini"
-                    else request.get("stream") is True
-                )
+                streamed = request.get("stream") is True if route.streams is None else route.streams
                 if streamed:
-                    self.stream(chunks, server.cut.get(number))
+                    self.stream(chunks, server.cut.get(number), route.framing)
                 else:
-                    self.complete(chunks)
+                    self.complete(chunks, lookup(serves))
 
             def pause(self, seconds: float) -> bool:
                 """Wait ``seconds``; ``False`` as soon as the client closes the connection."""
@@ -432,51 +328,52 @@ class ReplayServer:
                 time.sleep(max(0.0, deadline - time.monotonic()))  # bytes, not a close
                 return True
 
-            def complete(self, chunks: list[dict[str, Any]]) -> None:
-                build, kind = {
-                    "chat": (_completion, "chat.completion"),
-                    "responses": (_response, "response"),
-                    "anthropic": (_message, "message"),
-                    "gemini": (_generated, "GenerateContentResponse"),
-                }[self.route]
+            def complete(self, chunks: list[dict[str, Any]], serves: WireSpec) -> None:
+                assert self.spec is not None  # do_POST found the route
                 try:
-                    answer = build(chunks)
+                    turns = tuple(
+                        reactivex.from_iterable(chunks)
+                        .pipe(assemble_choices(wire=serves.name))  # type: ignore[arg-type]
+                        .run()
+                    )
+                    answer = self.spec.reply(turns, chunks)
                 except ToolCallStreamError as error:
                     self.detail += f", {type(error).__name__}"
                     code = error.code if isinstance(error, ProviderError) else None
-                    kind_name = "api_error" if self.route == "anthropic" else type(error).__name__
-                    if self.route == "gemini":
-                        code = 502  # Google's bodies carry the HTTP status as their code
-                    payload = _error_body(str(error), kind_name, _json_safe(code), self.route)
+                    payload = self.spec.error_body(
+                        502, str(error), type(error).__name__, _json_safe(code)
+                    )
                     self.send_json(502, payload)
                     return
+                kind = answer.get("object") or answer.get("type") or "reply"
                 self.detail += f", one {kind} (no stream: true)"
                 self.send_json(200, answer)
 
-            def stream(self, chunks: list[dict[str, Any]], stop_after: int | None) -> None:
+            def stream(
+                self, chunks: list[dict[str, Any]], stop_after: int | None, framing: Framing
+            ) -> None:
                 shown = len(chunks) if stop_after is None else min(stop_after, len(chunks))
                 self.detail += f", {shown} chunks streamed"
                 if shown < len(chunks):
                     self.detail += ", then the connection dropped"
-                named = self.route not in ("chat", "gemini")
                 self.close_connection = True
                 sent = 0
                 try:
                     self.send_response(200)
-                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Content-Type", framing.media_type)
                     self.send_header("Cache-Control", "no-cache")
                     self.send_header("Connection", "close")
                     self.end_headers()
                     for chunk in chunks[:shown]:
-                        self.wfile.write(_frame(chunk, named))
+                        self.wfile.write(framing.frame(chunk))
                         self.wfile.flush()
                         sent += 1
                         if server.delay and not self.pause(server.delay):
                             raise ConnectionResetError  # the client left during the pause
                     if shown < len(chunks):
                         self.connection.shutdown(socket.SHUT_RDWR)  # a dropped connection
-                    elif self.route == "chat":
-                        self.wfile.write(b"data: [DONE]\n\n")  # Chat's end; the others have none
+                    elif framing.end:
+                        self.wfile.write(framing.end)  # Chat's [DONE]; the others have none
                         self.wfile.flush()
                 except OSError as error:
                     self.progress = f" after {sent} of {shown} chunks"
@@ -536,15 +433,6 @@ class _Listener(ThreadingHTTPServer):
     # client opening 200 streams) overflows it, and the kernel resets the connections past it.
     request_queue_size = 1024
     daemon_threads = True
-
-
-def _frame(chunk: dict[str, Any], named: bool) -> bytes:
-    """One SSE event; ``named`` gives it an ``event:`` line with its ``type``."""
-    data = f"data: {json.dumps(chunk)}\n\n"
-    kind = chunk.get("type")
-    if named and isinstance(kind, str) and kind and "\n" not in kind and "\r" not in kind:
-        return f"event: {kind}\n{data}".encode()
-    return data.encode()
 
 
 def _model(name: str) -> dict[str, Any]:

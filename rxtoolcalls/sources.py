@@ -21,17 +21,10 @@ from reactivex.disposable import CompositeDisposable, Disposable
 from reactivex.scheduler import CurrentThreadScheduler
 
 from ._errors import (
-    RETRY_HINT,
     MalformedChunkError,
-    ProviderError,
-    clip,
-    excerpt,
-    provider_error,
-    retryable,
 )
 from ._policy import Limits
 from ._sse import DONE, SSEDecoder, error_field_error, load_json
-from .wires import anthropic as anthropic_wire
 
 __all__ = [
     "demo_path",
@@ -544,85 +537,21 @@ def _from_async_sse(
 
 
 def _typed_sdk_error(error: Exception) -> Exception:
-    """An error the openai or anthropic SDK raised, as our typed one; others unchanged.
+    """An error a vendor SDK raised, as our typed one; others unchanged.
 
-    openai raises ``APIError`` for an in-band ``error`` event; anthropic raises an
-    ``APIStatusError`` for one (with the stream's status, 200). Both raise ``APIStatusError``
+    Each wire's descriptor maps its SDK's errors. openai raises ``APIError`` for an in-band
+    ``error`` event; anthropic raises an ``APIStatusError`` for one (with the stream's status, 200). Both raise ``APIStatusError``
     for an error status when a helper's manager (``messages.stream(...)``,
     ``responses.stream(...)``) sends its request. Connection errors stay themselves.
     """
-    kind = type(error)
-    if any(
-        base.__name__ == "APIError" and base.__module__.startswith("google.genai")
-        for base in kind.__mro__
-    ):
-        typed = _gemini_error(error)
-        typed.__cause__ = error
-        return typed
-    if kind.__module__.startswith("openai") and kind.__name__ == "APIError":
-        body = getattr(error, "body", None)
-        code = getattr(error, "code", None) or getattr(error, "type", None)
-        typed = ProviderError(
-            f"the provider reported an error inside the stream: "
-            f"{getattr(error, 'message', error)!r} (code {code!r}); nothing was emitted, the "
-            f"request can be retried",
-            code=code,
-            body=body,
-        )
-        typed.__cause__ = error
-        return typed
-    if any(
-        base.__name__ == "APIStatusError" and base.__module__.startswith(("anthropic", "openai"))
-        for base in kind.__mro__
-    ):
-        typed = _status_error(error)
-        typed.__cause__ = error
-        return typed
+    from .wires import WIRES  # a wire's source may import this module
+
+    for spec in WIRES:
+        typed = spec.sdk_error(error)
+        if typed is not None:
+            typed.__cause__ = error
+            return typed
     return error
-
-
-def _gemini_error(error: Exception) -> ProviderError:
-    """A google-genai ``APIError`` (an error status, or an ``error`` object in the stream)."""
-    code = getattr(error, "code", None)
-    status = getattr(error, "status", None)
-    body = getattr(error, "details", None)
-    said = getattr(error, "message", None) or str(error)
-    found = retryable(code, body)
-    if found is None:
-        found = retryable(status)
-    typed = ProviderError(
-        f"the provider reported an error: {clip(str(said), 200)} (code {excerpt(code)}"
-        f"{'' if status is None else f', {excerpt(status)}'}); nothing was emitted",
-        code=code if code is not None else status,
-        body=body,
-        retryable=found,
-    )
-    if typed.retryable:
-        typed.hint = RETRY_HINT
-    return typed
-
-
-def _status_error(error: Exception) -> ProviderError:
-    """An SDK's ``APIStatusError`` (anthropic's or openai's) as a ``ProviderError``."""
-    body = getattr(error, "body", None)
-    status = getattr(error, "status_code", None)
-    said = getattr(error, "api_message", None) or getattr(error, "message", None) or str(error)
-    # openai keeps the error's code in ``code``, anthropic its type in ``type``.
-    code = getattr(error, "code", None) or getattr(error, "type", None)
-    if not isinstance(status, int) or status < 400:
-        # In band: the stream's own status (200) says nothing about the error.
-        return provider_error(said, code, body)
-    found = retryable(code, body)
-    typed = ProviderError(
-        f"the provider answered HTTP {status}: {clip(str(said), 200)}"
-        f"{'' if code is None else f' (type {excerpt(code)})'}; nothing was emitted",
-        code=code if code is not None else status,
-        body=body,
-        retryable=retryable(status) if found is None else found,
-    )
-    if typed.retryable:
-        typed.hint = RETRY_HINT
-    return typed
 
 
 def from_openai_stream(stream: Any) -> Observable[Any]:
@@ -824,8 +753,9 @@ def _raw_anthropic(event: object) -> bool:
     # anthropic.lib.streaming; the wire's own (and dicts) pass.
     if not type(event).__module__.startswith("anthropic.lib"):
         return True
-    kind = getattr(event, "type", None)
-    return isinstance(kind, str) and (anthropic_wire.identifies(kind) or kind == "error")
+    from .wires import anthropic  # the wires may import this module
+
+    return anthropic.identifies(event) or getattr(event, "type", None) == "error"
 
 
 def _raw_stream(stream: Any) -> Any:

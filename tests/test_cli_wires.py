@@ -161,7 +161,7 @@ def test_serve_answers_each_wire_at_its_path(tmp_path: Path) -> None:
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
-        assert "(messages, responses)" in line
+        assert "(/v1/messages, /v1/responses)" in line
         base_url = line.strip().rsplit(" ", 1)[-1]
         claude = anthropic.Anthropic(
             base_url=base_url.removesuffix("/v1"), api_key="x", max_retries=0
@@ -198,7 +198,7 @@ def test_serve_answers_the_google_genai_client() -> None:
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
-        assert "(v1beta/models/{model}:streamGenerateContent)" in line
+        assert "(/v1beta/models/{model}:streamGenerateContent)" in line
         root = line.strip().rsplit(" ", 1)[-1].removesuffix("/v1")
         client = genai.Client(api_key="x", http_options=types.HttpOptions(base_url=root))
         stream = client.models.generate_content_stream(model="gemini-3-flash", contents="hi")

@@ -52,7 +52,7 @@ def responses_broken() -> list[Item]:
 
 def test_responses_shape_is_detected() -> None:
     assert transcript_wire(responses_broken()) == "responses"
-    assert transcript_wire([USER]) == "chat"
+    assert transcript_wire([USER]) is None
 
 
 def test_responses_unanswered_calls_by_call_id() -> None:
@@ -244,7 +244,7 @@ def gemini_broken() -> list[Item]:
 def test_gemini_shape_is_detected() -> None:
     assert transcript_wire(gemini_broken()) == "gemini"
     assert transcript_wire([G_USER, {"role": "model", "parts": [{"text": "Hi."}]}]) == "gemini"
-    assert transcript_wire([G_USER]) == "chat"  # nothing to tell: read as Chat, unchanged
+    assert transcript_wire([G_USER]) is None  # nothing to tell: no wire, nothing to pair
     assert repair_transcript([G_USER], "cancel") == [G_USER]
 
 

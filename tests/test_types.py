@@ -44,13 +44,13 @@ def test_to_message_is_the_api_shape() -> None:
 
 
 def test_to_message_without_calls_has_no_tool_calls_key() -> None:
-    assert rt.AssistantTurn(content="Hi", finish_reason="stop").to_message() == {
+    assert rt.AssistantTurn(content="Hi", finish_reason="stop", wire="chat").to_message() == {
         "role": "assistant",
         "content": "Hi",
     }
     assert _turn().to_message(empty_content="")["content"] == ""
     assert _turn().exchange(["a", "b"], empty_content="")[0]["content"] == ""
-    refused = rt.AssistantTurn(refusal="No.", finish_reason="stop").to_message()
+    refused = rt.AssistantTurn(refusal="No.", finish_reason="stop", wire="chat").to_message()
     assert refused == {"role": "assistant", "content": None, "refusal": "No."}
 
 

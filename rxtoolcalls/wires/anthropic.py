@@ -30,15 +30,35 @@ Rules (``AnthropicReader.feed``):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._core import _NO_EVENTS, Call, Core, TextBuffer, _Choice, as_dict, as_object, event_dict
-from .._errors import MalformedChunkError, excerpt, provider_error
+from .._block_transcript import BlockShape, transcript
+from .._core import (
+    _NO_EVENTS,
+    Call,
+    Core,
+    TextBuffer,
+    _Choice,
+    as_dict,
+    as_object,
+    attr,
+    event_dict,
+)
+from .._errors import MalformedChunkError, ProviderError, excerpt, provider_error, status_error
 from .._policy import DEFAULT, Policy
-from .._types import CallItem, ToolCall, ToolCallStarted, new_call_item
+from .._sse import SSE_NAMED
+from .._types import (
+    AssistantTurn,
+    CallItem,
+    ToolCall,
+    ToolCallStarted,
+    new_call_item,
+    no_made_up_ids,
+)
+from .._wire import CANCELLED, Route, WireSpec
 
-__all__ = ["AnthropicReader", "identifies"]
+__all__ = ["WIRE", "AnthropicReader", "identifies"]
 
 _TYPES = frozenset(
     {
@@ -61,9 +81,34 @@ _OUTCOMES = {
 }
 
 
-def identifies(kind: str) -> bool:
-    """Whether an event ``type`` belongs to this wire alone."""
-    return kind in _TYPES
+def identifies(event: object) -> bool:
+    """Whether an event's ``type`` is one of this wire's."""
+    kind = attr(event, "type")
+    return type(kind) is str and kind in _TYPES
+
+
+def to_message(turn: AssistantTurn, empty_content: str | None) -> dict[str, Any]:
+    """``{"role": "assistant", "content": [blocks]}``, reasoning and server blocks verbatim."""
+    blocks = [
+        dict(block)
+        for block in turn.items
+        # The API refuses empty text blocks; a stream may open one and send nothing.
+        if not (block.get("type") == "text" and not block.get("text"))
+    ]
+    return {"role": "assistant", "content": blocks}
+
+
+def tool_messages(
+    turn: AssistantTurn, values: list[object], texts: list[str]
+) -> list[dict[str, Any]]:
+    """One user message of ``tool_result`` blocks, ``is_error`` on a failure."""
+    blocks: list[dict[str, Any]] = []
+    for call, value, text in zip(turn.tool_calls, values, texts, strict=True):
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.id, "content": text}
+        if isinstance(value, BaseException):
+            block["is_error"] = True
+        blocks.append(block)
+    return [{"role": "user", "content": blocks}] if blocks else []
 
 
 def _render_call(block: dict[str, Any]) -> Callable[[ToolCall], dict[str, Any]]:
@@ -391,3 +436,119 @@ class AnthropicReader(_Blocks):
                     block["citations"] = [*(block.get("citations") or []), *extra["citations"]]
             items.append(block)
         self._choices[0].items = tuple(items)
+
+
+# -- The transcript, the replay server and the SDK ------------------------------------------
+
+
+def _call_block(block: Mapping[str, Any]) -> tuple[str, object, object] | None:
+    call_id = block.get("id")
+    if block.get("type") != "tool_use" or not isinstance(call_id, str):
+        return None
+    return call_id, block.get("name"), block.get("input")
+
+
+def _result_block(block: Mapping[str, Any]) -> tuple[str | None, object] | None:
+    if block.get("type") != "tool_result":
+        return None
+    call_id = block.get("tool_use_id")
+    return (call_id if isinstance(call_id, str) else None), block.get("content")
+
+
+def _cancelled(call_id: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": CANCELLED, "is_error": True}
+
+
+def _message(
+    turns: tuple[AssistantTurn, ...], chunks: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The non-streaming ``message`` a recording stands for."""
+    start: dict[str, Any] = next(
+        (
+            c["message"]
+            for c in chunks
+            if c.get("type") == "message_start" and isinstance(c.get("message"), dict)
+        ),
+        {"id": "msg_replay"},
+    )
+    stop_sequence = None
+    usage = dict(start.get("usage") or {})
+    for chunk in chunks:
+        if chunk.get("type") == "message_delta":
+            delta, more = chunk.get("delta"), chunk.get("usage")
+            if isinstance(delta, dict):
+                stop_sequence = delta.get("stop_sequence", stop_sequence)
+            if isinstance(more, dict):
+                usage.update(more)
+    turn = turns[0]
+    return {
+        "type": "message",
+        "role": "assistant",
+        "model": "replay",
+        **start,
+        "content": turn.to_message()["content"],
+        "stop_reason": turn.finish_reason,
+        "stop_sequence": stop_sequence,
+        "usage": usage,
+    }
+
+
+# Anthropic's error types by status.
+_KINDS = {404: "not_found_error", 413: "request_too_large", 502: "api_error"}
+
+
+def _error_body(status: int, message: str, kind: str, code: object) -> dict[str, Any]:
+    return {
+        "type": "error",
+        "error": {"type": _KINDS.get(status, "invalid_request_error"), "message": message},
+    }
+
+
+def _sdk_error(error: Exception) -> ProviderError | None:
+    """The anthropic SDK's ``APIStatusError`` (also raised for an in-band ``error``)."""
+    kind = type(error)
+    if kind.__module__.startswith("anthropic") and any(
+        base.__name__ == "APIStatusError" for base in kind.__mro__
+    ):
+        return status_error(error)
+    return None
+
+
+def _tool_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None:
+    """``{"name", "input_schema"}``, as the Messages API declares a tool."""
+    name = tool.get("name")
+    if not isinstance(name, str) or "input_schema" not in tool:
+        return None
+    return [(name, tool.get("input_schema"))]
+
+
+WIRE = WireSpec(
+    name="anthropic",
+    title="Anthropic Messages",
+    identifies=identifies,
+    unwrap=None,
+    reader=AnthropicReader,
+    terminal=True,
+    pause_reasons=frozenset({"pause_turn"}),
+    to_message=to_message,
+    tool_messages=tool_messages,
+    made_up_ids=no_made_up_ids,
+    transcript=transcript(
+        BlockShape(
+            call=_call_block,
+            result=_result_block,
+            cancelled=_cancelled,
+            text=lambda text: {"type": "text", "text": text},
+        )
+    ),
+    retryable=frozenset({"overloaded_error", "rate_limit_error", "api_error"}),
+    final=frozenset(
+        {"invalid_request_error", "authentication_error", "permission_error", "not_found_error"}
+    ),
+    sdk_error=_sdk_error,
+    path="/v1/messages",
+    routes=(Route("/messages", None, SSE_NAMED),),
+    reply=_message,
+    error_body=_error_body,
+    tool_schemas=_tool_schemas,
+)

@@ -29,7 +29,7 @@ Rules (``ChatReader.feed``):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._close import _where
@@ -48,10 +48,52 @@ from .._core import (
     extra,
     get,
 )
-from .._errors import LimitExceededError, MalformedChunkError, excerpt, provider_error
-from .._types import ToolCallStarted
+from .._errors import (
+    LimitExceededError,
+    MalformedChunkError,
+    ProviderError,
+    excerpt,
+    provider_error,
+    status_error,
+)
+from .._sse import SSE_DATA_DONE
+from .._types import AssistantTurn, ToolCallStarted, no_made_up_ids
+from .._wire import CANCELLED, Asked, Found, Messages, Route, Transcript, WireSpec, answer_text
 
-__all__ = ["ChatReader"]
+__all__ = ["WIRE", "ChatReader", "identifies"]
+
+
+# -- Recognising the wire, and answering in it ------------------------------------------------
+
+
+def identifies(event: object) -> bool:
+    """Whether an event is a Chat Completions chunk (``choices``, or its ``object``)."""
+    if isinstance(event, Mapping):
+        return "choices" in event or event.get("object") == "chat.completion.chunk"
+    return attr(event, "choices") is not None
+
+
+def to_message(turn: AssistantTurn, empty_content: str | None) -> dict[str, Any]:
+    """The assistant message: content (``empty_content`` for none), refusal and calls."""
+    content = turn.content if turn.content is not None else empty_content
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if turn.refusal is not None:
+        message["refusal"] = turn.refusal
+    if turn.tool_calls:
+        message["tool_calls"] = [call.to_dict() for call in turn.tool_calls]
+    if turn.function_call is not None:
+        message["function_call"] = turn.function_call.to_dict()["function"]
+    return message
+
+
+def tool_messages(
+    turn: AssistantTurn, values: list[object], texts: list[str]
+) -> list[dict[str, Any]]:
+    """One ``{"role": "tool", "tool_call_id", "content"}`` message per call."""
+    return [
+        {"role": "tool", "tool_call_id": call.id, "content": text}
+        for call, text in zip(turn.tool_calls, texts, strict=True)
+    ]
 
 
 class _Fragments(Core):
@@ -432,6 +474,8 @@ class ChatReader(_Deltas):
 
     __slots__ = ()
 
+    wire = "chat"
+
     def feed(self, chunk: object) -> Sequence[ToolCallStarted]:
         """Apply one chunk; return the calls it named (usually none).
 
@@ -550,3 +594,192 @@ class ChatReader(_Deltas):
         except Exception as error:  # noqa: BLE001 - reported, never lost
             self._report(error)
             return _NO_EVENTS
+
+
+# -- The transcript: tool messages answer the assistant message right before them ------
+
+
+def _tool_calls(message: Mapping[str, Any]) -> Sequence[Any]:
+    calls = message.get("tool_calls")
+    return calls if isinstance(calls, list | tuple) else []
+
+
+def _call_ids(message: Mapping[str, Any]) -> list[str]:
+    calls = _tool_calls(message)
+    return [c["id"] for c in calls if isinstance(c, Mapping) and isinstance(c.get("id"), str)]
+
+
+def _chat_find(messages: Messages) -> list[tuple[int, list[str]]]:
+    broken: list[tuple[int, list[str]]] = []
+    for position, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        wanted = _call_ids(message)
+        if not wanted:
+            continue
+        answered = set()
+        for follower in messages[position + 1 :]:
+            if follower.get("role") != "tool":
+                break
+            answered.add(follower.get("tool_call_id"))
+        missing = [call_id for call_id in wanted if call_id not in answered]
+        if missing:
+            broken.append((position, missing))
+    return broken
+
+
+def _chat_repair(messages: Messages, mode: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    position = 0
+    while position < len(messages):
+        message = dict(messages[position])
+        position += 1
+        role = message.get("role")
+        if role == "tool":
+            continue  # an answer to no open call: the API refuses it
+        wanted = _call_ids(message) if role == "assistant" else []
+        if not wanted:
+            out.append(message)
+            continue
+        answers: dict[str, dict[str, Any]] = {}
+        while position < len(messages) and messages[position].get("role") == "tool":
+            answer = dict(messages[position])
+            position += 1
+            if answer.get("tool_call_id") in wanted and answer["tool_call_id"] not in answers:
+                answers[answer["tool_call_id"]] = answer
+        if len(answers) == len(wanted):
+            out.append(message)
+            out.extend(answers[call_id] for call_id in wanted)
+        elif mode == "cancel":
+            out.append(message)
+            out.extend(
+                answers.get(call_id)
+                or {"role": "tool", "tool_call_id": call_id, "content": CANCELLED}
+                for call_id in wanted
+            )
+    return out
+
+
+def _chat_open(messages: Messages) -> Found | None:
+    at = len(messages)
+    while at and messages[at - 1].get("role") == "tool":
+        at -= 1
+    if not at or messages[at - 1].get("role") != "assistant":
+        return None
+    at -= 1
+    answers: dict[str, str] = {}
+    for answer in messages[at + 1 :]:
+        call_id = answer.get("tool_call_id")
+        if isinstance(call_id, str):
+            answers.setdefault(call_id, answer_text(answer.get("content")))
+    calls: list[Asked] = []
+    for index, entry in enumerate(_tool_calls(messages[at])):
+        if isinstance(entry, Mapping) and isinstance(entry.get("id"), str):
+            function = entry.get("function")
+            function = function if isinstance(function, Mapping) else {}
+            name, arguments = function.get("name"), function.get("arguments")
+            calls.append((at, index, entry["id"], name, arguments, "function", None))
+    return calls, (), answers
+
+
+def _shows(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "tool" or bool(message.get("tool_calls"))
+
+
+def _appended(out: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [*out, *added]
+
+
+# -- The replay server and the SDK ----------------------------------------------------------
+
+
+def _completion(
+    turns: tuple[AssistantTurn, ...], chunks: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The non-streaming ``chat.completion`` a recording stands for."""
+    first = chunks[0]
+    usage = next((c["usage"] for c in reversed(chunks) if c.get("usage")), None)
+    return {
+        "id": first.get("id", "chatcmpl-replay"),
+        "object": "chat.completion",
+        "created": first.get("created", 0),
+        "model": first.get("model", "replay"),
+        "choices": [
+            {
+                "index": turn.choice_index,
+                "message": turn.to_message(),
+                "finish_reason": turn.finish_reason,
+                "logprobs": None,
+            }
+            for turn in turns
+        ],
+        **({"usage": usage} if usage is not None else {}),
+    }
+
+
+def openai_error_body(status: int, message: str, kind: str, code: object) -> dict[str, Any]:
+    """OpenAI's error body: ``{"error": {"message", "type", "code"}}``."""
+    return {"error": {"message": message, "type": kind, "code": code}}
+
+
+def openai_sdk_error(error: Exception) -> ProviderError | None:
+    """An openai SDK error (``APIError`` in the stream, ``APIStatusError``) as ours."""
+    kind = type(error)
+    if not kind.__module__.startswith("openai"):
+        return None
+    if kind.__name__ == "APIError":
+        code = getattr(error, "code", None) or getattr(error, "type", None)
+        return ProviderError(
+            f"the provider reported an error inside the stream: "
+            f"{getattr(error, 'message', error)!r} (code {code!r}); nothing was emitted, the "
+            f"request can be retried",
+            code=code,
+            body=getattr(error, "body", None),
+        )
+    if any(base.__name__ == "APIStatusError" for base in kind.__mro__):
+        return status_error(error)
+    return None
+
+
+def function_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None:
+    """``{"type": "function", "function": {"name", "parameters"}}``, or without ``function``.
+
+    The second form is the Responses API's.
+    """
+    function = tool.get("function", tool)
+    name = function.get("name") if isinstance(function, Mapping) else None
+    if not isinstance(name, str) or not isinstance(function, Mapping):
+        return None
+    return [(name, function.get("parameters"))]
+
+
+WIRE = WireSpec(
+    name="chat",
+    title="OpenAI Chat Completions",
+    identifies=identifies,
+    unwrap=None,
+    reader=ChatReader,
+    terminal=False,
+    pause_reasons=frozenset(),
+    to_message=to_message,
+    tool_messages=tool_messages,
+    made_up_ids=no_made_up_ids,
+    transcript=Transcript(
+        shows=_shows, find=_chat_find, repair=_chat_repair, open=_chat_open, add_answers=_appended
+    ),
+    retryable=frozenset({"rate_limit_exceeded", "server_error"}),
+    final=frozenset(
+        {
+            "invalid_request_error",
+            "context_length_exceeded",
+            "invalid_api_key",
+            "insufficient_quota",
+        }
+    ),
+    sdk_error=openai_sdk_error,
+    path="/v1/chat/completions",
+    routes=(Route("/chat/completions", None, SSE_DATA_DONE),),
+    reply=_completion,
+    error_body=openai_error_body,
+    tool_schemas=function_schemas,
+)

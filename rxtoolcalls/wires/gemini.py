@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
@@ -61,20 +62,43 @@ from .._core import (
     as_object,
     attr,
 )
-from .._errors import MalformedChunkError, excerpt, provider_error
+from .._errors import (
+    RETRY_HINT,
+    MalformedChunkError,
+    ProviderError,
+    clip,
+    excerpt,
+    provider_error,
+    retryable,
+)
 from .._policy import DEFAULT, Policy
+from .._sse import SSE_DATA
 from .._types import (
     AssistantTurn,
     CallItem,
     ToolCall,
     ToolCallStarted,
+    error_text,
+    json_data,
     new_call_item,
     new_started,
     new_tool_call,
     new_turn,
+    tool_content,
+)
+from .._wire import (
+    CANCELLED,
+    Asked,
+    Found,
+    Messages,
+    Route,
+    Transcript,
+    WireSpec,
+    answer_text,
+    text_of,
 )
 
-__all__ = ["GeminiReader", "identifies", "new_call_id"]
+__all__ = ["WIRE", "GeminiReader", "identifies", "new_call_id"]
 
 _FILTERS = frozenset(
     {
@@ -95,9 +119,12 @@ _VALUES = ("stringValue", "numberValue", "boolValue", "nullValue")
 _SDK_ONLY = frozenset({"sdk_http_response", "automatic_function_calling_history", "parsed"})
 
 
-def identifies(data: Mapping[str, Any]) -> bool:
-    """Whether a response dict belongs to this wire alone."""
-    return "candidates" in data or "promptFeedback" in data
+def identifies(event: object) -> bool:
+    """Whether an event is a ``GenerateContentResponse`` (a dict, or the SDK's object)."""
+    if isinstance(event, Mapping):
+        return "candidates" in event or "promptFeedback" in event
+    fields = attr(type(event), "model_fields")
+    return isinstance(fields, dict) and "candidates" in fields
 
 
 def new_call_id() -> str:
@@ -919,3 +946,368 @@ class GeminiReader(_Parts):
             self._choices[index].items = tuple(
                 dict(p) if isinstance(p, dict) else p for p in candidate.parts
             )
+
+
+# -- Answering in the wire ------------------------------------------------------------------
+
+
+def to_message(turn: AssistantTurn, empty_content: str | None) -> dict[str, Any]:
+    """The ``model`` content: the turn's parts, signatures and calls as the model sent them."""
+    return {"role": "model", "parts": [dict(part) for part in turn.items]}
+
+
+def tool_messages(
+    turn: AssistantTurn, values: list[object], texts: list[str]
+) -> list[dict[str, Any]]:
+    """One user content of ``functionResponse`` parts, in call order."""
+    # Only ids the model sent go back: a made-up one means nothing to the API.
+    made_up = made_up_ids(turn)
+    parts: list[dict[str, Any]] = []
+    for call, value in zip(turn.tool_calls, values, strict=True):
+        response: dict[str, Any]
+        if isinstance(value, BaseException):
+            response = {"error": error_text(value)}
+        elif isinstance(value, Mapping):
+            response = json.loads(tool_content(value))
+        else:
+            response = {"output": value if isinstance(value, str) else json_data(value)}
+        answer: dict[str, Any] = {"name": call.name}
+        if call.id not in made_up:
+            answer["id"] = call.id
+        answer["response"] = response
+        parts.append({"functionResponse": answer})
+    return [{"role": "user", "parts": parts}] if parts else []
+
+
+def made_up_ids(turn: AssistantTurn) -> frozenset[str]:
+    """The ids the reader made up: those in no ``functionCall`` part the model sent."""
+    sent = {
+        part["functionCall"]["id"]
+        for part in turn.items
+        if isinstance(part.get("functionCall"), dict) and "id" in part["functionCall"]
+    }
+    return frozenset(call.id for call in turn.tool_calls if call.id not in sent)
+
+
+# -- The transcript: a model content answered by the content right after it --------------
+
+# A call of a model content: its name, its id (None: the model sent none), its part.
+_GeminiCall = tuple[str, str | None, Mapping[str, Any]]
+
+
+def _parts(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        return []
+    return [part for part in parts if isinstance(part, Mapping)]
+
+
+def _is_model(message: Mapping[str, Any] | None) -> bool:
+    return message is not None and message.get("role") == "model"
+
+
+def _function_calls(message: Mapping[str, Any]) -> list[_GeminiCall]:
+    """The calls of a model content, in order."""
+    if not _is_model(message):
+        return []
+    calls: list[_GeminiCall] = []
+    for part in _parts(message):
+        call = part.get("functionCall")
+        if isinstance(call, Mapping) and isinstance(call.get("name"), str):
+            calls.append((call["name"], text_of(call.get("id")) or None, call))
+    return calls
+
+
+def _response_of(part: object) -> Mapping[str, Any] | None:
+    """The ``functionResponse`` a part holds, if it is one."""
+    if not isinstance(part, Mapping):
+        return None
+    response = part.get("functionResponse")
+    return response if isinstance(response, Mapping) else None
+
+
+def _match(calls: Sequence[_GeminiCall], parts: Sequence[object]) -> dict[int, int]:
+    """Which part answers which call: {call position: part position}.
+
+    An answer quoting an id takes the call with that id; one without takes the first call
+    of its name not yet answered. A second answer to a call, or one to no call, takes none.
+    """
+    by_id: dict[str, int] = {}
+    for at, (_, call_id, _) in enumerate(calls):
+        if call_id is not None:
+            by_id.setdefault(call_id, at)
+    taken: dict[int, int] = {}
+    for at, part in enumerate(parts):
+        response = _response_of(part)
+        call_id = None if response is None else text_of(response.get("id")) or None
+        if call_id is not None:
+            found = by_id.get(call_id)
+            if found is not None and found not in taken:
+                taken[found] = at
+    for at, part in enumerate(parts):
+        response = _response_of(part)
+        if response is None or text_of(response.get("id")):
+            continue
+        name = text_of(response.get("name"))
+        for found, (call_name, _, _) in enumerate(calls):
+            if call_name == name and found not in taken:
+                taken[found] = at
+                break
+    return taken
+
+
+def _answering(messages: Messages, position: int) -> Mapping[str, Any] | None:
+    """The content after the model content at ``position``, if it can answer it."""
+    following = messages[position + 1] if position + 1 < len(messages) else None
+    if following is None or _is_model(following) or not isinstance(following.get("parts"), list):
+        return None
+    return following
+
+
+def _answer_parts(message: Mapping[str, Any] | None) -> list[object]:
+    parts = None if message is None else message.get("parts")
+    return parts if isinstance(parts, list) else []
+
+
+def _gemini_turns(messages: Messages) -> list[tuple[int, dict[int, int], list[_GeminiCall]]]:
+    """Each model content with calls: position, which parts answer them, the calls unanswered."""
+    turns = []
+    for position, message in enumerate(messages):
+        calls = _function_calls(message)
+        if calls:
+            taken = _match(calls, _answer_parts(_answering(messages, position)))
+            missing = [call for at, call in enumerate(calls) if at not in taken]
+            turns.append((position, taken, missing))
+    return turns
+
+
+def _cancelled_response(call: _GeminiCall) -> dict[str, Any]:
+    name, call_id, _ = call
+    answer: dict[str, Any] = {"name": name}
+    if call_id is not None:
+        answer["id"] = call_id
+    answer["response"] = {"error": CANCELLED}
+    return {"functionResponse": answer}
+
+
+def _gemini_answers_only(
+    message: Mapping[str, Any], calls: Sequence[_GeminiCall], fill: bool
+) -> dict[str, Any] | None:
+    """A content with its answers to ``calls`` kept once; with ``fill``, every call answered.
+
+    Filled answers are all the calls', in call order, where the first answer was (Gemini
+    wants a turn's answers together). ``None`` when nothing is left of it.
+    """
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        return dict(message)
+    taken = _match(calls, parts)
+    answers = set(taken.values())
+    kept: list[Any] = []
+    block: int | None = None
+    for at, part in enumerate(parts):
+        if _response_of(part) is None:
+            kept.append(part)
+            continue
+        if block is None:
+            block = len(kept)
+        if at in answers and not fill:
+            kept.append(dict(part))
+        # else: an answer to no call of the turn before (the API refuses it), or one
+        # that the filled block below puts in its call's place
+    if fill:
+        ordered = [
+            dict(parts[taken[at]]) if at in taken else _cancelled_response(call)
+            for at, call in enumerate(calls)
+        ]
+        at = 0 if block is None else block
+        kept[at:at] = ordered
+    if parts and not kept:
+        return None
+    return {**message, "parts": kept}
+
+
+def _gemini_repair(messages: Messages, mode: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    calls: list[_GeminiCall] = []
+    fill = False
+    for position, message in enumerate(messages):
+        if not _is_model(message):
+            answered = _gemini_answers_only(message, calls, fill)
+            calls, fill = [], False
+            if answered is not None:
+                out.append(answered)
+            continue
+        found = _function_calls(message)
+        following = _answering(messages, position)
+        calls, fill = [], False
+        if found:
+            taken = _match(found, _answer_parts(following))
+            if len(taken) < len(found) and mode == "drop":
+                continue  # with no calls wanted, the next content's answers to it go too
+            calls, fill = found, len(taken) < len(found)
+        out.append(dict(message))
+        if fill and following is None:
+            out.append({"role": "user", "parts": [_cancelled_response(c) for c in calls]})
+            calls, fill = [], False
+    return out
+
+
+def _gemini_open(messages: Messages) -> Found | None:
+    at = len(messages) - 1
+    parts: list[object] = []
+    if at >= 0 and not _is_model(messages[at]):
+        parts = _answer_parts(messages[at])
+        if not isinstance(messages[at].get("parts"), list) or any(
+            _response_of(part) is None for part in parts
+        ):
+            return None
+        at -= 1
+    found = _function_calls(messages[at]) if at >= 0 else []
+    if not found:
+        return None
+    sent = {call_id for _, call_id, _ in found}
+    calls: list[Asked] = []
+    for index, (name, call_id, call) in enumerate(found):
+        given = call_id
+        if given is None:
+            # Its place in the turn, not its id, is what the loop's ledger keys on.
+            given = f"call_{index}"
+            while given in sent:
+                given += "_"
+        calls.append((at, index, given, name, call.get("args", {}), "function", None))
+    answers: dict[str, str] = {}
+    for index, part_at in _match(found, parts).items():
+        response = _response_of(parts[part_at])
+        value = None if response is None else response.get("response")
+        if isinstance(value, Mapping) and set(value) == {"output"}:
+            value = value["output"]
+        answers[calls[index][2]] = answer_text(value)
+    return calls, tuple(dict(part) for part in _parts(messages[at])), answers
+
+
+def _shows(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "model" or any(
+        "functionCall" in p or "functionResponse" in p for p in _parts(message)
+    )
+
+
+def _find(messages: Messages) -> list[tuple[int, list[str]]]:
+    return [
+        (position, [call_id or name for name, call_id, _ in missing])
+        for position, _, missing in _gemini_turns(messages)
+        if missing
+    ]
+
+
+def _add_answers(out: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    last = out[-1]
+    if _is_model(last):
+        return [*out, *added]
+    parts = [*last["parts"], *added[0]["parts"]]
+    taken = _match(_function_calls(out[-2]), parts)
+    answering = [taken[at] for at in sorted(taken)]
+    others = set(range(len(parts))) - set(answering)
+    last["parts"] = [parts[at] for at in [*answering, *sorted(others)]]
+    return out
+
+
+# -- The replay server and the SDK ----------------------------------------------------------
+
+
+def _generated(
+    turns: tuple[AssistantTurn, ...], chunks: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The non-streaming ``GenerateContentResponse`` a recording stands for."""
+    turn = turns[0]
+    version = next((c["modelVersion"] for c in chunks if "modelVersion" in c), None)
+    return {
+        "candidates": [
+            {"content": turn.to_message(), "finishReason": turn.finish_reason, "index": 0}
+        ],
+        **({"usageMetadata": turn.usage} if turn.usage is not None else {}),
+        **({"modelVersion": version} if version is not None else {}),
+    }
+
+
+# Google's status names for the codes the replay server answers with.
+_GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 411: "INVALID_ARGUMENT"}
+
+
+def _error_body(status: int, message: str, kind: str, code: object) -> dict[str, Any]:
+    # Google's bodies carry the HTTP status as their code.
+    return {
+        "error": {"code": status, "message": message, "status": _GOOGLE_STATUS.get(status, kind)}
+    }
+
+
+def _sdk_error(error: Exception) -> ProviderError | None:
+    if any(
+        base.__name__ == "APIError" and base.__module__.startswith("google.genai")
+        for base in type(error).__mro__
+    ):
+        return _genai_error(error)
+    return None
+
+
+def _genai_error(error: Exception) -> ProviderError:
+    """A google-genai ``APIError`` (an error status, or an ``error`` object in the stream)."""
+    code = getattr(error, "code", None)
+    status = getattr(error, "status", None)
+    body = getattr(error, "details", None)
+    said = getattr(error, "message", None) or str(error)
+    found = retryable(code, body)
+    if found is None:
+        found = retryable(status)
+    typed = ProviderError(
+        f"the provider reported an error: {clip(str(said), 200)} (code {excerpt(code)}"
+        f"{'' if status is None else f', {excerpt(status)}'}); nothing was emitted",
+        code=code if code is not None else status,
+        body=body,
+        retryable=found,
+    )
+    if typed.retryable:
+        typed.hint = RETRY_HINT
+    return typed
+
+
+def _tool_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None:
+    """``{"functionDeclarations": [{"name", "parameters"}]}``, as a Gemini request declares."""
+    declared = tool.get("functionDeclarations", tool.get("function_declarations"))
+    if not isinstance(declared, list):
+        return None
+    found: list[tuple[str, object]] = []
+    for entry in declared:
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        if isinstance(name, str):
+            schema = entry.get("parametersJsonSchema", entry.get("parameters"))
+            found.append((name, schema))
+    return found
+
+
+WIRE = WireSpec(
+    name="gemini",
+    title="Google Gemini",
+    identifies=identifies,
+    unwrap=None,
+    reader=GeminiReader,
+    terminal=True,
+    pause_reasons=frozenset(),
+    to_message=to_message,
+    tool_messages=tool_messages,
+    made_up_ids=made_up_ids,
+    transcript=Transcript(
+        shows=_shows, find=_find, repair=_gemini_repair, open=_gemini_open, add_answers=_add_answers
+    ),
+    retryable=frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED"}),
+    final=frozenset({"INVALID_ARGUMENT", "PERMISSION_DENIED", "UNAUTHENTICATED", "NOT_FOUND"}),
+    sdk_error=_sdk_error,
+    path="/v1beta/models/{model}:streamGenerateContent",
+    routes=(
+        Route(":streamGenerateContent", True, SSE_DATA),
+        Route(":generateContent", False, SSE_DATA),
+    ),
+    reply=_generated,
+    error_body=_error_body,
+    tool_schemas=_tool_schemas,
+)

@@ -37,12 +37,42 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._core import _NO_EVENTS, Call, Core, TextBuffer, _at, as_dict, as_object, event_dict
+from .._core import (
+    _NO_EVENTS,
+    Call,
+    Core,
+    TextBuffer,
+    _at,
+    as_dict,
+    as_object,
+    attr,
+    event_dict,
+)
 from .._errors import MalformedChunkError, ProviderError, excerpt, provider_error
 from .._policy import DEFAULT, Policy
-from .._types import CallItem, ToolCall, ToolCallStarted, new_call_item
+from .._sse import SSE_NAMED
+from .._types import (
+    AssistantTurn,
+    CallItem,
+    ToolCall,
+    ToolCallStarted,
+    new_call_item,
+    no_made_up_ids,
+)
+from .._wire import (
+    CANCELLED,
+    Asked,
+    Found,
+    Messages,
+    Route,
+    Transcript,
+    WireSpec,
+    answer_text,
+    text_of,
+)
+from .chat import function_schemas, openai_error_body, openai_sdk_error
 
-__all__ = ["ResponsesReader", "identifies"]
+__all__ = ["WIRE", "ResponsesReader", "identifies"]
 
 _DELTA = "response.function_call_arguments.delta"
 # Item types whose calls the client runs; everything else is kept verbatim and never run.
@@ -50,9 +80,32 @@ _CALLS = {"function_call": "function", "custom_tool_call": "custom"}
 _INCOMPLETE = ("in_progress", "incomplete")
 
 
-def identifies(kind: str) -> bool:
-    """Whether an event ``type`` belongs to this wire alone."""
-    return kind.startswith("response.")
+def identifies(event: object) -> bool:
+    """Whether an event's ``type`` says Responses (``response.*``)."""
+    kind = attr(event, "type")
+    return type(kind) is str and kind.startswith("response.")
+
+
+def to_message(turn: AssistantTurn, empty_content: str | None) -> list[dict[str, Any]]:
+    """The turn's output items as input items (reasoning and server items verbatim)."""
+    if turn.items:
+        return [dict(item) for item in turn.items]
+    text = turn.content if turn.content is not None else empty_content
+    return [] if text is None else [{"role": "assistant", "content": text}]
+
+
+def tool_messages(
+    turn: AssistantTurn, values: list[object], texts: list[str]
+) -> list[dict[str, Any]]:
+    """One ``function_call_output`` (``custom_tool_call_output``) item per call."""
+    return [
+        {
+            "type": "custom_tool_call_output" if call.type == "custom" else "function_call_output",
+            "call_id": call.id,
+            "output": text,
+        }
+        for call, text in zip(turn.tool_calls, texts, strict=True)
+    ]
 
 
 def _render_call(item: dict[str, Any], field: str) -> Callable[[ToolCall], dict[str, Any]]:
@@ -529,3 +582,171 @@ _HANDLERS: dict[str, Callable[[ResponsesReader, dict[str, Any]], Sequence[ToolCa
     "response.incomplete": ResponsesReader._terminal,
     "response.failed": ResponsesReader._terminal,
 }
+
+
+# Responses items that answer a call, by the call item type they answer.
+_OUTPUTS = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
+_ANSWERS = frozenset(_OUTPUTS.values())
+_INPUT_ROLES = frozenset({"user", "system", "developer"})
+
+
+def _shows(message: Mapping[str, Any]) -> bool:
+    kind = message.get("type")
+    return isinstance(kind, str) and kind != "message"
+
+
+def _appended(out: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [*out, *added]
+
+
+# -- The transcript: output items answered by output items anywhere after them -----------
+
+
+def _is_answer(item: Mapping[str, Any]) -> bool:
+    return text_of(item.get("type")) in _ANSWERS
+
+
+def _is_output(item: Mapping[str, Any]) -> bool:
+    """Whether an item is the model's (a turn's), not an input or an answer."""
+    return not _is_answer(item) and text_of(item.get("role")) not in _INPUT_ROLES
+
+
+def _call_of(item: Mapping[str, Any]) -> str | None:
+    call_id = text_of(item.get("call_id"))
+    return call_id if text_of(item.get("type")) in _OUTPUTS else None
+
+
+def _responses_turns(
+    items: Messages,
+) -> list[tuple[int, int, list[Mapping[str, Any]], list[str]]]:
+    """Each turn: start, end (exclusive), its call items, and the ids no later item answers."""
+    answered_after: list[set[str]] = [set() for _ in range(len(items) + 1)]
+    for position in range(len(items) - 1, -1, -1):
+        answered_after[position] = answered_after[position + 1]
+        item = items[position]
+        if _is_answer(item) and isinstance(item.get("call_id"), str):
+            answered_after[position] = {*answered_after[position], item["call_id"]}
+    turns: list[tuple[int, int, list[Mapping[str, Any]], list[str]]] = []
+    position = 0
+    while position < len(items):
+        if not _is_output(items[position]):
+            position += 1
+            continue
+        end = position
+        while end < len(items) and _is_output(items[end]):
+            end += 1
+        calls = [item for item in items[position:end] if _call_of(item) is not None]
+        later = answered_after[end]
+        missing = [item["call_id"] for item in calls if item["call_id"] not in later]
+        turns.append((position, end, calls, missing))
+        position = end
+    return turns
+
+
+def _find(items: Messages) -> list[tuple[int, list[str]]]:
+    return [(start, missing) for start, _, _, missing in _responses_turns(items) if missing]
+
+
+def _responses_repair(items: Messages, mode: str) -> list[dict[str, Any]]:
+    turns = {start: (end, calls, missing) for start, end, calls, missing in _responses_turns(items)}
+    out: list[dict[str, Any]] = []
+    waiting: set[str] = set()
+    position = 0
+    while position < len(items):
+        item = items[position]
+        if position in turns:
+            end, calls, missing = turns[position]
+            if missing and mode == "drop":
+                position = end  # with its calls unopened, their partial answers go too
+                continue
+            out.extend(dict(entry) for entry in items[position:end])
+            waiting.update(c["call_id"] for c in calls if c["call_id"] not in missing)
+            out.extend(
+                {"type": _OUTPUTS[c["type"]], "call_id": c["call_id"], "output": CANCELLED}
+                for c in calls
+                if c["call_id"] in missing
+            )
+            position = end
+            continue
+        position += 1
+        if _is_answer(item):
+            if text_of(item.get("call_id")) in waiting:
+                waiting.discard(item["call_id"])
+                out.append(dict(item))
+            continue  # an answer to no open call (or a second one): the API refuses it
+        out.append(dict(item))
+    return out
+
+
+def _responses_open(items: Messages) -> Found | None:
+    turns = _responses_turns(items)
+    if not turns:
+        return None
+    start, end, _, _ = turns[-1]
+    if not all(_is_answer(item) for item in items[end:]):
+        return None
+    answers: dict[str, str] = {}
+    for item in items[end:]:
+        call_id = text_of(item.get("call_id"))
+        if call_id is not None:
+            answers.setdefault(call_id, answer_text(item.get("output")))
+    calls: list[Asked] = []
+    for at in range(start, end):
+        item = items[at]
+        call_id = _call_of(item)
+        if call_id is not None:
+            custom = item.get("type") == "custom_tool_call"
+            arguments = item.get("input" if custom else "arguments")
+            kind = "custom" if custom else "function"
+            item_id = text_of(item.get("id"))
+            calls.append((at, len(calls), call_id, item.get("name"), arguments, kind, item_id))
+    return calls, tuple(dict(item) for item in items[start:end]), answers
+
+
+def _response(
+    turns: tuple[AssistantTurn, ...], chunks: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The non-streaming ``response`` a recording stands for."""
+    last: dict[str, Any] = next(
+        (c["response"] for c in reversed(chunks) if isinstance(c.get("response"), dict)), {}
+    )
+    turn = turns[0]
+    return {
+        "id": "resp_replay",
+        "object": "response",
+        "created_at": 0,
+        "model": "replay",
+        **last,
+        "output": list(turn.items),
+        **({"usage": turn.usage} if turn.usage is not None else {}),
+    }
+
+
+WIRE = WireSpec(
+    name="responses",
+    title="OpenAI Responses",
+    identifies=identifies,
+    unwrap=None,
+    reader=ResponsesReader,
+    terminal=True,
+    pause_reasons=frozenset(),
+    to_message=to_message,
+    tool_messages=tool_messages,
+    made_up_ids=no_made_up_ids,
+    transcript=Transcript(
+        shows=_shows,
+        find=_find,
+        repair=_responses_repair,
+        open=_responses_open,
+        add_answers=_appended,
+    ),
+    # The OpenAI codes are Chat's (one provider, one SDK).
+    retryable=frozenset(),
+    final=frozenset(),
+    sdk_error=openai_sdk_error,
+    path="/v1/responses",
+    routes=(Route("/responses", None, SSE_NAMED),),
+    reply=_response,
+    error_body=openai_error_body,
+    tool_schemas=function_schemas,
+)

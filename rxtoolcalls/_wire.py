@@ -1,0 +1,140 @@
+"""What the library needs to know about a wire, as one typed descriptor per wire.
+
+Each ``wires/<name>.py`` builds one ``WireSpec``; ``wires.WIRES`` lists them and ``lookup``
+finds one by name. Nothing outside ``wires/`` branches on a wire's name: it looks the wire up
+and calls what the descriptor holds. Every field is required, so a wire that lacks one is a
+type error, not a silent default.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._core import Core
+    from ._errors import ProviderError
+    from ._types import AssistantTurn
+
+__all__ = [
+    "CANCELLED",
+    "Asked",
+    "Found",
+    "Framing",
+    "Messages",
+    "Route",
+    "Transcript",
+    "WireSpec",
+    "answer_text",
+    "text_of",
+]
+
+CANCELLED = "Cancelled: the turn was interrupted before this tool ran."
+"""The answer ``repair_transcript(mode="cancel")`` gives each dangling call."""
+
+Messages = Sequence[Mapping[str, Any]]
+
+# A call as a transcript holds it: its message's position, index, id, name, arguments, type
+# and item id.
+Asked = tuple[int, int, str, object, object, str, "str | None"]
+# An open turn as a wire reads it: its calls, its items, its answers (as text) by call id.
+Found = tuple[list[Asked], tuple[dict[str, Any], ...], dict[str, str]]
+
+
+def text_of(value: object) -> str | None:
+    """``value`` when it is a string: a field to look up (a list is no key)."""
+    return value if isinstance(value, str) else None
+
+
+def answer_text(value: object) -> str:
+    """An answer's content as text: a string as is, text blocks joined, anything else JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(
+        isinstance(b, Mapping) and isinstance(b.get("text"), str) for b in value
+    ):
+        return "".join(b["text"] for b in value)
+    return json.dumps(value, default=str)
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """How a transcript of the wire pairs calls with answers (see ``transcript.py``)."""
+
+    shows: Callable[[Mapping[str, Any]], bool]
+    """Whether a message has this wire's shape (a marker no other wire's messages have)."""
+    find: Callable[[Messages], list[tuple[int, list[str]]]]
+    """Each turn (by position) whose calls lack answers, with the ids of those calls."""
+    repair: Callable[[Messages, str], list[dict[str, Any]]]
+    """The messages with each such turn dropped (``"drop"``) or answered (``"cancel"``)."""
+    open: Callable[[Messages], Found | None]
+    """The last turn, when only answers follow it: its calls, items and answers."""
+    add_answers: Callable[[list[dict[str, Any]], list[dict[str, Any]]], list[dict[str, Any]]]
+    """Messages ending in an open turn (copies), with more answers in the wire's place."""
+
+
+@dataclass(frozen=True, slots=True)
+class Framing:
+    """How the wire's events travel over HTTP: one event as bytes, and what ends a stream."""
+
+    name: str
+    """``"sse"`` or ``"eventstream"`` (``export --to``)."""
+    media_type: str
+    frame: Callable[[Mapping[str, Any]], bytes]
+    end: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A path the replay server answers for the wire, and how."""
+
+    tail: str
+    """The end of the path (a client may put any base URL before it)."""
+    streams: bool | None
+    """Whether the path streams; ``None``: the request's ``"stream": true`` decides."""
+    framing: Framing
+    serves: str | None = None
+    """The wire of the recordings it serves, when another one (Bedrock's InvokeModel carries
+    Anthropic events)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WireSpec:
+    """One wire: how to recognise it, read it, answer in it, serve it and pair its transcript."""
+
+    name: str
+    title: str
+    """The wire as people name it ("OpenAI Chat Completions")."""
+    identifies: Callable[[object], bool]
+    """Whether an event (a Mapping or an SDK object) belongs to this wire alone."""
+    unwrap: Callable[[object], object | None] | None
+    """The event another wire's event wraps (Bedrock's InvokeModel ``chunk``), or ``None``."""
+    reader: type[Core]
+    terminal: bool
+    """Whether the wire always ends with a terminal event (Chat's finish may never come)."""
+    pause_reasons: frozenset[str]
+    """Finish reasons that ask for the turn to be sent back as is (``needs_continuation``)."""
+    to_message: Callable[[AssistantTurn, str | None], Any]
+    tool_messages: Callable[[AssistantTurn, list[object], list[str]], list[dict[str, Any]]]
+    """The answers, from each call's result and its text (an exception: its message)."""
+    made_up_ids: Callable[[AssistantTurn], frozenset[str]]
+    """The ids of the turn's calls that the model never sent (the reader made them up)."""
+    transcript: Transcript
+    retryable: frozenset[str]
+    """Error types or codes of the wire's provider that a retry can help."""
+    final: frozenset[str]
+    """Error types or codes that a retry cannot help."""
+    sdk_error: Callable[[Exception], ProviderError | None]
+    """The wire's SDK error as a ``ProviderError``; ``None`` for an error of another SDK."""
+    path: str
+    """The server's main path, as logs and messages show it."""
+    routes: tuple[Route, ...]
+    reply: Callable[[tuple[AssistantTurn, ...], Sequence[Mapping[str, Any]]], dict[str, Any]]
+    """The non-streaming answer a recording (and its turns) stands for."""
+    error_body: Callable[[int, str, str, object], Any]
+    """An error reply's body in the wire's shape, from status, message, kind and code."""
+    tool_schemas: Callable[[Mapping[str, Any]], list[tuple[str, object]] | None]
+    """The names and JSON schemas (or ``None``) a tool declaration of this wire's request
+    declares; ``None`` when the declaration is not in this wire's shape."""
