@@ -350,6 +350,13 @@ class _Choice:
         )
 
 
+def lookup_title(wire: str) -> str:
+    """How people name the wire ``wire``."""
+    from .wires import lookup  # the wires import this module
+
+    return lookup(wire).title
+
+
 def attr(obj: object, name: str, default: object = None) -> Any:
     """Read an attribute of a chunk object (a key of a ``Mapping`` that is no dict).
 
@@ -681,6 +688,42 @@ class _State:
     def _feed(self, event: object) -> Sequence[ToolCallStarted]:
         """Apply one event of the wire (each wire reader defines it)."""
         raise NotImplementedError
+
+    def store_piece(self, call: Call, piece: str) -> bool:
+        """Append an argument piece within the call's grant: every fast path's tail.
+
+        ``False`` (nothing stored) past the grant: the full path then checks the limits
+        exactly and grants more. An error of the call's sink is reported, never lost.
+        """
+        room = call.room - len(piece)
+        if room < 0:
+            return False
+        call.room = room
+        if call.seen is not None:
+            call.seen.write(piece)
+        # Outside the wire's reads: an error of the sink is the sink's own.
+        sink = call.sink
+        if sink is None:
+            try:
+                call.data += piece.encode()  # type: ignore[operator]
+            except UnicodeEncodeError:
+                call.write(piece)
+            return True
+        try:
+            sink(piece)
+        except Exception as error:  # noqa: BLE001 - raised or reported, never lost
+            self._report(error)
+        return True
+
+    def key_of(self, data: Mapping[str, Any], field: str, kind: object) -> int:
+        """The block or item index ``data[field]``: an int of at most 64 bits, or refused."""
+        index = data.get(field)
+        if type(index) is not int or not _MIN_INDEX <= index <= _MAX_INDEX:
+            raise MalformedChunkError(
+                f"{excerpt(kind, 60)}: {field} must be an int of at most 64 bits, got "
+                f"{excerpt(index)}"
+            )
+        return index
 
     def _report(self, error: Exception) -> None:
         """Raise ``error``, or stop and pass it to ``on_error``: once, whatever comes later."""
@@ -1141,6 +1184,40 @@ class Core(_Calls):
 
     # Each wire's reader names its wire; a reader that does not is an AttributeError at once.
     wire: ClassVar[Wire]
+
+    def close_input(self, call: Call, given: object, what: str) -> None:
+        """Close a call whose block ended: no input pieces at all means ``{}``.
+
+        A tool without parameters sends only ``""`` (or nothing); a proxy may put the whole
+        input in the block's start (``given``), taken as it is.
+        """
+        if call.size == 0 and call.final is None:
+            try:
+                whole = json.dumps(given) if isinstance(given, dict) and given else "{}"
+            except (RecursionError, ValueError, TypeError) as error:
+                raise MalformedChunkError(
+                    f"{what}: its input cannot be written as JSON ({type(error).__name__})",
+                    **_at(call),
+                ) from None
+            self.set_final_arguments(call, whole, f"{what}'s input")
+        call.closed = True
+
+    def after_end(self, kind: object, end: str) -> MalformedChunkError:
+        """The error for an event after the wire's terminal event ``end``."""
+        return MalformedChunkError(f"a {excerpt(kind, 60)} event after {end}: the stream had ended")
+
+    def foreign(self, data: Mapping[str, Any], what: str) -> MalformedChunkError:
+        """The error for an event this wire does not know: another wire's, or an unknown one."""
+        from .wires import detect  # the wires import this module
+
+        other = detect(data)
+        if other is not None and other.name != self.wire:
+            return MalformedChunkError(
+                f"an event of {other.title} in a stream of {lookup_title(self.wire)}: one stream "
+                f"speaks one wire",
+                hint=f"read it with wire={other.name!r}",
+            )
+        return MalformedChunkError(f"{what} of unknown type {excerpt(data.get('type'), 60)}")
 
     def _name_known(self, call: Call, *, whole: bool = False) -> ToolCallStarted | None:
         """Check a (possibly partial) name; return the start event once it is final enough.

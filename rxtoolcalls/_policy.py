@@ -134,9 +134,14 @@ class Policy:
     def with_tools(self, tools: object) -> Policy:
         """A copy that knows the request's declared tools (the ``tools=`` list sent to the API).
 
-        Accepts the API's list of ``{"type": "function", "function": {"name", "parameters"}}``
-        entries, or plain names.
+        Accepts any wire's declarations: Chat's ``{"type": "function", "function": {"name",
+        "parameters"}}``, Responses' ``{"type": "function", "name", "parameters"}``,
+        Anthropic's ``{"name", "input_schema"}``, Gemini's ``{"functionDeclarations": [...]}``,
+        Bedrock's ``{"toolSpec": {"name", "inputSchema": {"json"}}}``, or plain names. A
+        declaration no wire reads is a ``TypeError``.
         """
+        from .wires import WIRES  # the wires import this module
+
         declared: dict[str, Mapping[str, Any] | None] = {}
         if not isinstance(tools, list | tuple):
             raise TypeError("tools must be the list of tools sent with the request")
@@ -146,12 +151,15 @@ class Policy:
                 continue
             if not isinstance(tool, Mapping):
                 raise TypeError(f"a tool must be a mapping or a name, got {type(tool).__name__}")
-            function = tool.get("function", tool)
-            name = function.get("name") if isinstance(function, Mapping) else None
-            if not isinstance(name, str):
+            found = next(
+                (named for spec in WIRES if (named := spec.tool_schemas(tool)) is not None), None
+            )
+            if found is None and isinstance(tool.get("name"), str):
+                found = [(tool["name"], None)]  # a name alone: known, with no schema
+            if found is None:
                 raise TypeError(f"a tool without a function name: {tool!r}")
-            parameters = function.get("parameters")
-            declared[name] = parameters if isinstance(parameters, Mapping) else None
+            for name, schema in found:
+                declared[name] = schema if isinstance(schema, Mapping) else None
         return replace(self, tools=declared)
 
     @property

@@ -540,9 +540,10 @@ def _typed_sdk_error(error: Exception) -> Exception:
     """An error a vendor SDK raised, as our typed one; others unchanged.
 
     Each wire's descriptor maps its SDK's errors. openai raises ``APIError`` for an in-band
-    ``error`` event; anthropic raises an ``APIStatusError`` for one (with the stream's status, 200). Both raise ``APIStatusError``
-    for an error status when a helper's manager (``messages.stream(...)``,
-    ``responses.stream(...)``) sends its request. Connection errors stay themselves.
+    ``error`` event; anthropic raises an ``APIStatusError`` for one (with the stream's
+    status, 200). Both raise ``APIStatusError`` for an error status when a helper's manager
+    (``messages.stream(...)``, ``responses.stream(...)``) sends its request. Connection
+    errors stay themselves.
     """
     from .wires import WIRES  # a wire's source may import this module
 

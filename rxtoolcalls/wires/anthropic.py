@@ -29,7 +29,6 @@ Rules (``AnthropicReader.feed``):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -141,12 +140,7 @@ class _Blocks(Core):
         self._ended = False
 
     def _index(self, data: dict[str, Any]) -> int:
-        index = data.get("index")
-        if type(index) is not int or not -(1 << 63) <= index < 1 << 63:
-            raise MalformedChunkError(
-                f"{data.get('type')}: index must be an int of at most 64 bits, got {excerpt(index)}"
-            )
-        return index
+        return self.key_of(data, "index", data.get("type"))
 
     def _start(self, data: dict[str, Any]) -> Sequence[ToolCallStarted]:
         index = self._index(data)
@@ -278,20 +272,7 @@ class _Blocks(Core):
         call = self._calls0.get(index)
         if call is None:
             return
-        if call.size == 0 and call.final is None:
-            # No input pieces: a tool without parameters sends only "" (or nothing), or a
-            # proxy put the whole input in the start event.
-            given = block.get("input")
-            try:
-                whole = json.dumps(given) if isinstance(given, dict) and given else "{}"
-            except (RecursionError, ValueError, TypeError) as error:
-                raise MalformedChunkError(
-                    f"tool block {index}: its input cannot be written as JSON "
-                    f"({type(error).__name__})",
-                    index=index,
-                ) from None
-            self.set_final_arguments(call, whole, "the tool block's input")
-        call.closed = True
+        self.close_input(call, block.get("input"), f"tool block {index}")
 
 
 class AnthropicReader(_Blocks):
@@ -324,24 +305,13 @@ class AnthropicReader(_Blocks):
                         call = self._calls0[event.index]  # type: ignore[attr-defined]
             except Exception:  # noqa: BLE001 - the full path reads it again and reports
                 pass
-            if call is not None and type(piece) is str and call.closed is False:
-                room = call.room - len(piece)
-                if room >= 0:
-                    call.room = room
-                    if call.seen is not None:
-                        call.seen.write(piece)
-                    sink = call.sink
-                    if sink is None:
-                        try:
-                            call.data += piece.encode()  # type: ignore[operator]
-                        except UnicodeEncodeError:
-                            call.write(piece)
-                        return _NO_EVENTS
-                    try:
-                        sink(piece)
-                    except Exception as error:  # noqa: BLE001 - raised or reported
-                        self._report(error)
-                    return _NO_EVENTS
+            if (
+                call is not None
+                and type(piece) is str
+                and call.closed is False
+                and self.store_piece(call, piece)
+            ):
+                return _NO_EVENTS
         return self._slow_feed(event)
 
     def _feed(self, event: object) -> Sequence[ToolCallStarted]:
@@ -355,14 +325,9 @@ class AnthropicReader(_Blocks):
             code = source.get("type") if source.get("type") != "error" else None
             raise provider_error(source.get("message") or source, code, data)
         if type(kind) is not str or kind not in _TYPES:
-            raise MalformedChunkError(
-                f"a {excerpt(kind, 60) if type(kind) is str else 'typeless'} event in an "
-                f"Anthropic stream: one stream speaks one wire"
-                if "choices" in data or (type(kind) is str and kind.startswith("response."))
-                else f"an Anthropic event of unknown type {excerpt(kind, 60)}",
-            )
+            raise self.foreign(data, "an Anthropic event")
         if self._ended:
-            raise MalformedChunkError(f"a {kind} event after message_stop: the message had ended")
+            raise self.after_end(kind, "message_stop")
         if kind == "ping":
             return _NO_EVENTS
         if kind == "content_block_delta":

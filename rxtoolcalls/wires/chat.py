@@ -559,25 +559,10 @@ class ChatReader(_Deltas):
                                 call = self._choices[ci].calls[index]
                 except Exception:  # noqa: BLE001 - the full path reads it again and reports
                     pass
-            if call is not None:
-                # Within the call's grant, no limit can be passed; past it, the full path
-                # checks the limits exactly and grants more.
-                room = call.room - len(piece)
-                if room >= 0:
-                    call.room = room
-                    # Outside the reads' try: an error of the sink is the sink's own.
-                    sink = call.sink
-                    if sink is None:
-                        try:
-                            call.data += piece.encode()
-                        except UnicodeEncodeError:
-                            call.write(piece)
-                        return _NO_EVENTS
-                    try:
-                        sink(piece)
-                    except Exception as error:  # noqa: BLE001 - raised or reported, never lost
-                        self._report(error)
-                    return _NO_EVENTS
+            # Within the call's grant, no limit can be passed; past it, the full path checks
+            # the limits exactly and grants more.
+            if call is not None and self.store_piece(call, piece):
+                return _NO_EVENTS
         # Core._slow_feed's body, inline: a detecting reader's full path is the detected
         # wire's ``feed``, and this saves a call on every event of another wire. A chunk of
         # any Mapping is read through ``get``/``attr`` here, with no plain copy.
@@ -744,9 +729,11 @@ def openai_sdk_error(error: Exception) -> ProviderError | None:
 def function_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None:
     """``{"type": "function", "function": {"name", "parameters"}}``, or without ``function``.
 
-    The second form is the Responses API's.
+    The second form (``{"type": "function", "name", "parameters"}``) is the Responses API's.
     """
-    function = tool.get("function", tool)
+    function = tool.get("function")
+    if function is None and (tool.get("type") == "function" or "parameters" in tool):
+        function = tool
     name = function.get("name") if isinstance(function, Mapping) else None
     if not isinstance(name, str) or not isinstance(function, Mapping):
         return None

@@ -142,13 +142,7 @@ class _Items(Core):
         self._ended: str | None = None
 
     def _index(self, data: dict[str, Any]) -> int:
-        index = data.get("output_index")
-        if type(index) is not int or not -(1 << 63) <= index < 1 << 63:
-            raise MalformedChunkError(
-                f"{excerpt(data.get('type'), 60)}: output_index must be an int of at most 64 "
-                f"bits, got {excerpt(index)}"
-            )
-        return index
+        return self.key_of(data, "output_index", data.get("type"))
 
     def _call(self, data: dict[str, Any], kind: str) -> Call:
         index = self._index(data)
@@ -311,24 +305,14 @@ class ResponsesReader(_Items):
                     call = self._calls0[event.output_index]  # type: ignore[attr-defined]
             except Exception:  # noqa: BLE001 - the full path reads it again and reports
                 pass
-            if call is not None and type(piece) is str and call.final is None and call.json:
-                room = call.room - len(piece)
-                if room >= 0:
-                    call.room = room
-                    if call.seen is not None:
-                        call.seen.write(piece)
-                    sink = call.sink
-                    if sink is None:
-                        try:
-                            call.data += piece.encode()  # type: ignore[operator]
-                        except UnicodeEncodeError:
-                            call.write(piece)
-                        return _NO_EVENTS
-                    try:
-                        sink(piece)
-                    except Exception as error:  # noqa: BLE001 - raised or reported
-                        self._report(error)
-                    return _NO_EVENTS
+            if (
+                call is not None
+                and type(piece) is str
+                and call.final is None
+                and call.json
+                and self.store_piece(call, piece)
+            ):
+                return _NO_EVENTS
         return self._slow_feed(event)
 
     # -- events ------------------------------------------------------------------------
@@ -338,22 +322,12 @@ class ResponsesReader(_Items):
             return _NO_EVENTS
         data = event_dict(event, "a Responses event")
         kind = data.get("type")
-        if type(kind) is not str:
-            raise MalformedChunkError(
-                "a Responses event without a type"
-                + (": one stream speaks one wire" if "choices" in data else ""),
-                hint="Chat Completions chunks go with wire='chat'" if "choices" in data else None,
-            )
         if kind == "error":
             _raise_error(data)
-        if not kind.startswith("response."):
-            raise MalformedChunkError(
-                f"a {excerpt(kind, 60)} event in a Responses stream: one stream speaks one wire"
-            )
+        if type(kind) is not str or not kind.startswith("response."):
+            raise self.foreign(data, "a Responses event")
         if self._ended is not None:
-            raise MalformedChunkError(
-                f"a {excerpt(kind, 60)} event after {self._ended}: the response had ended"
-            )
+            raise self.after_end(kind, self._ended)
         handler = _HANDLERS.get(kind)
         if handler is None:
             return _NO_EVENTS  # events this wire adds later, and server tools' progress
