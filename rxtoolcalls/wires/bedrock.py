@@ -1,0 +1,740 @@
+"""The AWS Bedrock ``ConverseStream`` wire: boto3's ``{name: body}`` events onto the core.
+
+Rules (``BedrockReader.feed``):
+
+1. An event is what boto3's ``client.converse_stream(...)["stream"]`` yields: a dict (or any
+   ``Mapping``) of one key, the event's name, whose value is its body. Dispatch is on that
+   name: ``messageStart``, ``contentBlockStart``, ``contentBlockDelta``, ``contentBlockStop``,
+   ``messageStop``, ``metadata`` and the exception events (rule 8). Blobs are ``bytes``, as
+   boto3 decodes them; a base64 string, as a raw frame carries one, is decoded the same way.
+2. Blocks are keyed by ``contentBlockIndex``, an int of at most 64 bits. A start is optional:
+   a ``text``, ``reasoningContent`` or ``citation`` delta for an index never seen opens a text
+   or reasoning block, and a stop alone an empty one. A second start at one index, a
+   ``toolUse`` or ``toolResult`` delta without its start, a delta of another kind than its
+   block's, a delta of more than one kind, and any event for a block that had stopped are
+   ``MalformedChunkError``. Delta kinds the reader does not know are ignored, unless they
+   are the kind of a block started under that name (``image``): then they are merged into it.
+3. A ``toolUse`` block is a call: ``toolUseId`` and ``name`` come with its start, the input is
+   the ``toolUse.input`` pieces joined; none at all (or only ``""``) is ``{}``.
+4. A ``toolUse`` start whose ``type`` is ``server_tool_use`` (or any type but ``tool_use``:
+   what the reader does not know it never dispatches) is run by the provider, and a
+   ``toolResult`` block is such a call's result: parsed like a call where it is one, kept in
+   ``items``, never dispatched.
+5. ``items`` are the turn's blocks in the shape Converse takes them back (``ContentBlock``):
+   ``{"text"}`` (``{"citationsContent"}`` once citations came; an empty text is left out,
+   Converse refuses a blank one), ``{"reasoningContent": {"reasoningText": {"text",
+   "signature"}}}`` or ``{"reasoningContent": {"redactedContent": bytes}}``, ``{"toolUse":
+   {"toolUseId", "name", "input", "type"?}}``, ``{"toolResult": {…start, "content": [the
+   deltas' parts, in order]}}``, and any other block as started, its deltas merged in. Text
+   is also the turn's ``content``, reasoning text its ``reasoning``.
+6. ``messageStop.stopReason`` (required) is the turn's ``finish_reason``: ``tool_use``,
+   ``end_turn``, ``stop_sequence`` and any reason not listed here emit; ``max_tokens`` and
+   ``model_context_window_exceeded`` are a token ceiling (a call in the turn makes it a
+   ``TruncatedToolCallError``); ``guardrail_intervened`` and ``content_filtered`` are a
+   ``ContentFilteredError`` (no call of the turn is ever emitted); ``malformed_tool_use`` is
+   an ``InvalidArgumentsError``, ``malformed_model_output`` a ``ProviderError``. A ``toolUse``
+   block without ``contentBlockStop`` is a ``TruncatedToolCallError`` whatever the reason.
+7. ``metadata`` may come before or after ``messageStop`` (a real stream sends it after); its
+   ``usage`` is the turn's. Any other event after ``messageStop`` is a
+   ``MalformedChunkError``; an end without ``messageStop`` a ``StreamInterruptedError``.
+8. An exception event (``internalServerException``, ``modelStreamErrorException``,
+   ``throttlingException``, ``serviceUnavailableException``, ``validationException``,
+   InvokeModel's ``modelTimeoutException``, or any other name ending in ``Exception``) is,
+   wherever it comes, the ``ProviderError`` its frame gives (``_eventstream``): ``code`` its
+   name, ``retryable`` from the Bedrock tables there (``validationException`` is final, the
+   others above retryable). Its text quotes the provider's ``message`` only.
+9. An event of another wire (``choices``, ``type``, ``candidates``, an InvokeModel ``chunk``)
+   is a ``MalformedChunkError``, as is an event of more or less than one key. Any other one-key
+   event whose name is lowerCamelCase and whose body is an object is taken for a newer
+   Bedrock event and ignored (boto3 itself drops the event types its model does not know).
+
+``InvokeModelWithResponseStream`` carries Anthropic Messages events, each in a ``chunk``
+envelope: ``unwrap_chunk`` takes one out, for the Anthropic reader. ``from_bedrock_stream``
+and ``from_async_bedrock_stream`` read boto3's (and aiobotocore's) ``EventStream``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import re
+import socket
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from typing import TYPE_CHECKING, Any
+
+from .._core import _NO_EVENTS, Core, TextBuffer, _Choice, as_dict, as_object
+from .._errors import (
+    MalformedChunkError,
+    ProviderError,
+    excerpt,
+)
+from .._policy import DEFAULT, Policy
+from .._sse import load_json
+from .._types import CallItem, ToolCall, ToolCallStarted, new_call_item
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from reactivex import Observable
+
+    from .._core import Call
+
+__all__ = [
+    "BedrockReader",
+    "from_async_bedrock_stream",
+    "from_bedrock_stream",
+    "identifies",
+    "sdk_error",
+    "unwrap_chunk",
+]
+
+# The exception events of ConverseStream, and InvokeModelWithResponseStream's timeout (rule 8).
+_EXCEPTIONS = frozenset(
+    {
+        "internalServerException",
+        "modelStreamErrorException",
+        "throttlingException",
+        "serviceUnavailableException",
+        "modelTimeoutException",
+        "validationException",
+    }
+)
+_EVENTS = frozenset(
+    {
+        "messageStart",
+        "contentBlockStart",
+        "contentBlockDelta",
+        "contentBlockStop",
+        "messageStop",
+        "metadata",
+    }
+)
+_NAMES = _EVENTS | _EXCEPTIONS
+# Keys that name another wire's events (rule 9).
+_OTHER_WIRES = frozenset({"choices", "type", "candidates"})
+_FUTURE_EVENT = re.compile(r"[a-z][a-zA-Z0-9]*")
+# Stop reasons in Chat Completions terms, for the core's finish rules; any other emits.
+_OUTCOMES = {
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "guardrail_intervened": "content_filter",
+    "content_filtered": "content_filter",
+    "malformed_tool_use": "invalid_call",
+    "malformed_model_output": "error",
+}
+# The block a delta kind opens where none was started (rule 2). Block kinds are "text" and
+# "reasoning" (opened by their deltas), "toolUse" and "toolResult" (by their starts), or
+# another start's own name.
+_DELTA_BLOCKS = {"text": "text", "citation": "text", "reasoningContent": "reasoning"}
+
+
+def identifies(event: object) -> bool:
+    """Whether ``event`` is a ``ConverseStream`` event: a one-key dict (or ``Mapping``) named so.
+
+    Reads the one key, nothing under it: ``{"messageStart": …}`` and
+    ``{"throttlingException": …}`` are; ``{"chunk": …}`` (InvokeModel) and two-key dicts are not.
+    """
+    try:
+        if type(event) is dict or isinstance(event, Mapping):
+            return len(event) == 1 and next(iter(event)) in _NAMES
+    except Exception:  # noqa: BLE001 - a Mapping that cannot be read is nobody's event
+        return False
+    return False
+
+
+def _blob(value: object, what: str) -> bytes:
+    """A blob as boto3 gives it (``bytes``), or a base64 string as a raw frame carries it."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise MalformedChunkError(
+                f"{what} is a string that is not base64 ({len(value):,} characters)"
+            ) from None
+    raise MalformedChunkError(f"{what} must be bytes, got {type(value).__name__}")
+
+
+def unwrap_chunk(event: object) -> object | None:
+    """The Anthropic event inside an InvokeModel ``{"chunk": {"bytes": …}}`` envelope, else None.
+
+    ``bytes`` is one Anthropic Messages event as JSON (boto3 gives ``bytes``; a base64 string is
+    decoded first); what is not a JSON object there is a ``MalformedChunkError``.
+
+    >>> unwrap_chunk({"chunk": {"bytes": b'{"type": "ping"}'}})
+    {'type': 'ping'}
+    """
+    if type(event) is dict:
+        if len(event) != 1 or "chunk" not in event:
+            return None
+        part = event["chunk"]
+    elif isinstance(event, Mapping):
+        try:
+            if len(event) != 1 or "chunk" not in event:
+                return None
+            part = event["chunk"]
+        except Exception as exc:
+            raise MalformedChunkError(
+                f"reading a {type(event).__name__} event raised {type(exc).__name__}"
+            ) from exc
+    else:
+        return None
+    body = as_object(part)
+    if body is None:
+        raise MalformedChunkError(f"an InvokeModel chunk must be an object, got {excerpt(part)}")
+    inner = load_json(_blob(body.get("bytes"), "an InvokeModel chunk's bytes"), "a chunk's bytes")
+    if type(inner) is not dict:
+        raise MalformedChunkError(
+            f"an InvokeModel chunk's bytes must be one JSON object, got {type(inner).__name__}"
+        )
+    return inner
+
+
+def _exception_error(name: str, body: object) -> ProviderError:
+    """The ``ProviderError`` of an exception event: the one its frame gives (``_eventstream``)."""
+    # Imported here: the frames' module reads sources, which no wire needs to be read.
+    from .._eventstream import _provider_error
+
+    found = as_object(body)
+    said = None if found is None else found.get("message", found.get("Message"))
+    return _provider_error(said, name, found)
+
+
+def _object(value: object, what: str) -> dict[str, Any]:
+    found = as_object(value)
+    if found is None:
+        raise MalformedChunkError(f"{what} must be an object, got {excerpt(value)}")
+    return found
+
+
+def _one(value: dict[str, Any], what: str) -> tuple[str, Any]:
+    """The one (name, value) of a union (a start, a delta); another count is malformed."""
+    if len(value) != 1:
+        raise MalformedChunkError(
+            f"{what} must name one kind, got {len(value)}: "
+            f"{', '.join(excerpt(k, 40) for k in list(value)[:4])}"
+        )
+    ((kind, inner),) = value.items()
+    if type(kind) is not str:
+        raise MalformedChunkError(f"{what} names a kind that is no string: {excerpt(kind)}")
+    return kind, inner
+
+
+def _render_call(detail: dict[str, Any]) -> Callable[[ToolCall], dict[str, Any]]:
+    def render(call: ToolCall) -> dict[str, Any]:
+        return {"toolUse": {**detail, "toolUseId": call.id, "input": call.parsed_arguments}}
+
+    return render
+
+
+class _Block:
+    """One content block while the stream is open (rule 5 renders it)."""
+
+    __slots__ = ("citations", "detail", "kind", "open", "parts", "redacted", "signature", "text")
+
+    def __init__(self, kind: str, detail: dict[str, Any] | None = None) -> None:
+        self.kind = kind
+        # The start's own fields: a copy, as the block's own deltas may be merged into it.
+        self.detail = {} if detail is None else dict(detail)
+        self.open = True
+        self.text: TextBuffer | None = None
+        # Pieces, joined once at the end: adding each to a str copied it (quadratic).
+        self.signature: list[str] = []
+        self.redacted: list[bytes] = []
+        self.citations: list[dict[str, Any]] = []
+        self.parts: list[Any] = []
+
+    def item(self) -> dict[str, Any] | None:
+        """The block as Converse takes it back, or ``None`` for an empty text block."""
+        text = "" if self.text is None else self.text.getvalue()
+        if self.kind == "text":
+            if self.citations:
+                return {
+                    "citationsContent": {
+                        "content": [{"text": text}] if text else [],
+                        "citations": self.citations,
+                    }
+                }
+            return {"text": text} if text else None
+        if self.kind == "reasoning":
+            if self.redacted:
+                return {"reasoningContent": {"redactedContent": b"".join(self.redacted)}}
+            said: dict[str, Any] = {"text": text}
+            if self.signature:
+                said["signature"] = "".join(self.signature)
+            return {"reasoningContent": {"reasoningText": said}}
+        if self.kind == "toolResult":
+            return {"toolResult": {**self.detail, "content": self.parts}}
+        return {self.kind: self.detail}
+
+
+class _Blocks(Core):
+    """Content blocks and the calls among them: start, deltas, stop."""
+
+    __slots__ = ("_blocks", "_ended", "_started")
+
+    def __init__(
+        self,
+        policy: Policy = DEFAULT,
+        *,
+        on_open: Callable[[Call], None] | None = None,
+        keep_arguments: bool = True,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        super().__init__(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
+        self._state(0)
+        self._blocks: dict[int, _Block] = {}
+        self._started = False
+        self._ended = False
+
+    def _open_block(self, index: int, name: str) -> _Block | None:
+        """The block at ``index`` (None if never seen); one that had stopped is malformed."""
+        block = self._blocks.get(index)
+        if block is not None and not block.open:
+            raise MalformedChunkError(f"{name} for block {index}, which had stopped", index=index)
+        return block
+
+    def _start(self, body: dict[str, Any]) -> Sequence[ToolCallStarted]:
+        index = self.key_of(body, "contentBlockIndex", "contentBlockStart")
+        if index in self._blocks:
+            raise MalformedChunkError(
+                f"contentBlockStart for block {index}, which had begun already", index=index
+            )
+        what = f"contentBlockStart {index}: start"
+        kind, detail = _one(_object(body.get("start"), what), what)
+        detail = _object(detail, f"contentBlockStart {index}: start.{kind}")
+        state = self._choices[0]
+        if kind != "toolUse":
+            # Kept as sent. A call's block is bounded already: by Limits.max_calls, and its
+            # input by the argument limits.
+            self.charge_kept(detail, f"contentBlockStart {index}")
+            self._blocks[index] = _Block(kind, detail)
+            return _NO_EVENTS
+        tool_type = detail.get("type")
+        if tool_type is not None and type(tool_type) is not str:
+            raise MalformedChunkError(
+                f"contentBlockStart {index}: toolUse.type must be a string, got "
+                f"{type(tool_type).__name__}",
+                index=index,
+            )
+        self._blocks[index] = _Block(kind, detail)
+        call = self._open(
+            state,
+            index,
+            self._identity(state, index, "toolUseId", detail.get("toolUseId")),
+            "function",
+            self._identity(state, index, "name", detail.get("name")),
+            provisional=True,
+        )
+        call.closed = False
+        call.server = tool_type is not None and tool_type != "tool_use"
+        started = self._name_known(call, whole=True) if call.name is not None else None
+        return _NO_EVENTS if started is None else (started,)
+
+    def _delta(self, body: dict[str, Any]) -> None:
+        index = self.key_of(body, "contentBlockIndex", "contentBlockDelta")
+        what = f"contentBlockDelta {index}: delta"
+        kind, value = _one(_object(body.get("delta"), what), what)
+        block = self._open_block(index, f"a {excerpt(kind, 40)} delta")
+        state = self._choices[0]
+        if kind == "toolUse":
+            call = self._calls0.get(index) if block is not None else None
+            if call is None:
+                raise MalformedChunkError(
+                    f"a toolUse delta for block {index}, "
+                    + (
+                        "never started: a call's toolUseId and name come with its start"
+                        if block is None
+                        else f"a {excerpt(block.kind, 40)} block: only toolUse blocks take input"
+                    ),
+                    index=index,
+                )
+            self._piece(state, call, _object(value, f"{what}.toolUse").get("input"))
+            return
+        opens = _DELTA_BLOCKS.get(kind)
+        if opens is not None:
+            if block is None:
+                block = self._blocks[index] = _Block(opens)
+            elif block.kind != opens:
+                raise MalformedChunkError(
+                    f"a {kind} delta for block {index}, a {excerpt(block.kind, 40)} block",
+                    index=index,
+                )
+            if kind == "text":
+                self._text(state, block, "content", "text", value)
+            elif kind == "reasoningContent":
+                self._reasoning(state, block, index, _object(value, f"{what}.reasoningContent"))
+            else:
+                citation = _object(value, f"{what}.citation")
+                self.charge_kept(citation, f"a citation delta for block {index}")
+                block.citations.append(citation)
+        elif kind == "toolResult":
+            if block is None or block.kind != "toolResult":
+                raise MalformedChunkError(
+                    f"a toolResult delta for block {index}, "
+                    + ("never started" if block is None else f"a {excerpt(block.kind, 40)} block"),
+                    index=index,
+                )
+            if not isinstance(value, list):
+                raise MalformedChunkError(
+                    f"{what}.toolResult must be a list, got {type(value).__name__}", index=index
+                )
+            self.charge_kept(value, f"a toolResult delta for block {index}")
+            block.parts.extend(value)
+        elif block is not None and block.kind == kind:
+            part = _object(value, f"{what}.{kind}")
+            self.charge_kept(part, f"a {kind} delta for block {index}")
+            block.detail.update(part)
+
+    def _text(self, state: _Choice, block: _Block, slot: str, field: str, value: object) -> None:
+        self._write(state, slot, field, value)
+        assert isinstance(value, str)  # _write refused anything else
+        if block.text is None:
+            block.text = TextBuffer()
+        block.text.write(value)
+
+    def _reasoning(self, state: _Choice, block: _Block, index: int, said: dict[str, Any]) -> None:
+        text = said.get("text")
+        signature = said.get("signature")
+        redacted = said.get("redactedContent")
+        # Converse's reasoning block is one or the other: text and its signature, or a blob.
+        if (
+            redacted is not None
+            and (
+                text is not None
+                or signature is not None
+                or block.text is not None
+                or block.signature
+            )
+        ) or (block.redacted and (text is not None or signature is not None)):
+            raise MalformedChunkError(
+                f"reasoning block {index} has both redactedContent and text or a signature",
+                index=index,
+            )
+        if text is not None:
+            self._text(state, block, "reasoning", "reasoningContent.text", text)
+        if signature is not None:
+            block.signature.append(
+                self._charge_text(state, "reasoningContent.signature", signature)
+            )
+        if redacted is not None:
+            blob = _blob(redacted, f"reasoning block {index}'s redactedContent")
+            self.charge_kept(blob, f"reasoning block {index}'s redactedContent")
+            block.redacted.append(blob)
+
+    def _stop(self, body: dict[str, Any]) -> None:
+        index = self.key_of(body, "contentBlockIndex", "contentBlockStop")
+        block = self._open_block(index, "contentBlockStop")
+        if block is None:
+            # A block with neither start nor delta: empty, nothing to keep.
+            block = self._blocks[index] = _Block("text")
+        block.open = False
+        call = self._calls0.get(index)
+        if call is not None and block.kind == "toolUse":
+            self.close_input(call, None, f"toolUse block {index}")
+
+
+class BedrockReader(_Blocks):
+    """Reads AWS Bedrock ``ConverseStream`` events as boto3 yields them (rules 1-9)."""
+
+    __slots__ = ()
+
+    # Refused by mypy until the Wire literal (rxtoolcalls._types) names it, with the registry.
+    wire = "bedrock"  # type: ignore[assignment, unused-ignore]
+
+    def feed(self, event: object) -> Sequence[ToolCallStarted]:
+        """Apply one event; return the calls it named (usually none)."""
+        # Fast path, an input piece of an open call: the bulk of a tool call.
+        if self._fast:
+            call = None
+            try:
+                if type(event) is dict and len(event) == 1:
+                    body = event["contentBlockDelta"]
+                    delta = body["delta"]
+                    if len(delta) == 1:
+                        piece = delta["toolUse"]["input"]
+                        index = body["contentBlockIndex"]
+                        if type(index) is int:
+                            call = self._calls0[index]
+            except Exception:  # noqa: BLE001 - the full path reads it again and reports
+                pass
+            if (
+                call is not None
+                and type(piece) is str
+                and call.closed is False
+                and self.store_piece(call, piece)
+            ):
+                return _NO_EVENTS
+        return self._slow_feed(event)
+
+    def _feed(self, event: object) -> Sequence[ToolCallStarted]:
+        if type(event) is not dict:
+            raise MalformedChunkError(
+                f"a Bedrock event must be a one-key dict, as boto3 yields it, got "
+                f"{type(event).__name__}"
+            )
+        if len(event) != 1:
+            raise self._not_an_event(event)
+        ((name, body),) = event.items()
+        if name not in _EVENTS:
+            if name in _EXCEPTIONS or (type(name) is str and name.endswith("Exception")):
+                raise _exception_error(name, body)
+            return self._unknown_event(event, name, body)
+        if self._ended and name != "metadata":
+            raise self.after_end(name, "messageStop")
+        data = _object(body, name)
+        if name == "contentBlockDelta":
+            self._delta(data)
+        elif name == "contentBlockStart":
+            return self._start(data)
+        elif name == "contentBlockStop":
+            self._stop(data)
+        elif name == "messageStart":
+            if self._started:
+                raise MalformedChunkError("a second messageStart: one stream carries one message")
+            self._started = True
+        elif name == "messageStop":
+            self._message_stop(data)
+        else:  # metadata
+            usage = data.get("usage")
+            if usage is not None:
+                found = as_dict(usage)
+                self.charge_kept(found, "metadata usage", "usage")
+                self.usage = found
+        return _NO_EVENTS
+
+    def _unknown_event(
+        self, event: dict[Any, Any], name: object, body: object
+    ) -> Sequence[ToolCallStarted]:
+        if name in _OTHER_WIRES:
+            raise self.foreign(event, "a Bedrock event")
+        if name == "chunk":
+            raise MalformedChunkError(
+                "an InvokeModel chunk in a ConverseStream stream: its bytes hold an Anthropic "
+                "event (unwrap_chunk), which the Anthropic reader reads; one stream speaks one "
+                "wire"
+            )
+        if type(name) is str and _FUTURE_EVENT.fullmatch(name) and isinstance(body, Mapping):
+            return _NO_EVENTS  # a newer Bedrock event (rule 9)
+        raise MalformedChunkError(f"a Bedrock event of unknown name {excerpt(name, 60)}")
+
+    def _not_an_event(self, event: dict[Any, Any]) -> MalformedChunkError:
+        """The error for a dict of another shape than ``{name: body}``."""
+        if not _OTHER_WIRES.isdisjoint(event):
+            return self.foreign(event, "a Bedrock event")
+        if set(event) == {"event", "data"}:
+            return MalformedChunkError(
+                "a recording's {event, data} line, not an event: boto3 yields {event: data}"
+            )
+        return MalformedChunkError(
+            f"a Bedrock event must have one key, its name, got {len(event)}"
+            + (f": {', '.join(excerpt(k, 40) for k in list(event)[:4])}" if event else "")
+        )
+
+    def _message_stop(self, data: dict[str, Any]) -> None:
+        state = self._choices[0]
+        reason = self._identity(state, None, "stopReason", data.get("stopReason"))
+        if reason is None:
+            raise MalformedChunkError("messageStop without a stopReason")
+        state.finish_reason = reason
+        state.outcome = _OUTCOMES.get(reason, "stop")
+        self._ended = True
+        self._fast = False  # every later event takes the full path, which checks it
+
+    def _release(self) -> None:
+        super()._release()
+        self._blocks.clear()
+
+    def _settle(self) -> None:
+        items: list[dict[str, Any] | CallItem] = []
+        for index in sorted(self._blocks):
+            block = self._blocks[index]
+            if block.kind == "toolUse":
+                items.append(new_call_item(index, _render_call(block.detail)))
+                continue
+            item = block.item()
+            if item is not None:
+                items.append(item)
+        self._choices[0].items = tuple(items)
+
+
+# -- the boto3 source ------------------------------------------------------------------------
+
+
+def _is(error: Exception, name: str, module: str) -> bool:
+    return any(b.__name__ == name and b.__module__.startswith(module) for b in type(error).__mro__)
+
+
+def sdk_error(error: Exception) -> ProviderError | None:
+    """The ``ProviderError`` of botocore's ``EventStreamError`` (an exception frame), else None.
+
+    Its code is the frame's exception type (``throttlingException`` …), ``retryable`` as for
+    the exception events (rule 8).
+    """
+    if not _is(error, "EventStreamError", "botocore"):
+        return None
+    response = getattr(error, "response", None)
+    found = response.get("Error") if isinstance(response, Mapping) else None
+    found = found if isinstance(found, Mapping) else {}
+    code = found.get("Code")
+    # botocore leaves the code empty for an exception its model of the operation lacks.
+    name = code if isinstance(code, str) and code else "EventStreamError"
+    return _exception_error(name, {"message": found.get("Message")})
+
+
+def _typed(error: Exception) -> Exception:
+    """An error reading a botocore stream, typed: ours, or itself (a connection error)."""
+    typed: Exception | None = sdk_error(error)
+    if typed is None and _is(error, "ParserError", "botocore.eventstream"):
+        # A frame whose length or checksum is wrong: the bytes were damaged.
+        typed = MalformedChunkError(
+            f"a Bedrock event-stream frame could not be decoded ({type(error).__name__})"
+        )
+    if typed is None:
+        return error
+    typed.__cause__ = error
+    return typed
+
+
+def _shut_down(stream: object) -> None:
+    """Shut the socket under a botocore ``EventStream`` down, while its response holds it."""
+    # botocore keeps urllib3's response as _raw_stream. urllib3 (2.3+) shuts its socket down
+    # itself, and refuses once the connection went back to the pool, where it may serve
+    # another request; an older one shows the connection until then.
+    raw = getattr(stream, "_raw_stream", None)
+    shutdown = getattr(raw, "shutdown", None)
+    if callable(shutdown):
+        with contextlib.suppress(Exception):  # released, closed, or never set: nothing to do
+            shutdown()
+        return
+    found = getattr(getattr(raw, "connection", None), "sock", None)
+    if isinstance(found, socket.socket):
+        with contextlib.suppress(OSError):
+            found.shutdown(socket.SHUT_RDWR)
+
+
+class _Closer:
+    """Closes an ``EventStream`` from any thread, waking a read that waits on its socket."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: object) -> None:
+        self._stream = stream
+
+    def close(self) -> None:
+        # Closing the response from another thread leaves a blocked recv waiting for the
+        # server; shutting the socket down ends it at once (the sources' dispose rule).
+        _shut_down(self._stream)
+        closer = getattr(self._stream, "close", None)
+        if callable(closer):
+            closer()
+
+
+def _stream_of(value: object, function: str) -> object:
+    """The event stream itself, from boto3's whole response dict if that was given."""
+    if isinstance(value, Mapping):
+        found = value.get("stream", value.get("body"))
+        if found is None:
+            raise TypeError(
+                f"{function} got a response without a 'stream' or 'body': pass what "
+                f"converse_stream(...) or invoke_model_with_response_stream(...) returns"
+            )
+        return found
+    return value
+
+
+def _events(stream: Iterable[Any]) -> Iterator[Any]:
+    try:
+        for event in stream:
+            inner = unwrap_chunk(event)
+            yield event if inner is None else inner
+    except Exception as error:
+        typed = _typed(error)
+        if typed is error:
+            raise
+        raise typed from error
+
+
+def from_bedrock_stream(stream: Any) -> Observable[Any]:
+    """The events of a boto3 Bedrock stream, sync: ConverseStream dicts or Anthropic events.
+
+    ``stream`` is the ``EventStream`` of ``client.converse_stream(...)["stream"]`` or of
+    ``client.invoke_model_with_response_stream(...)["body"]``, or that whole response. Each
+    InvokeModel ``chunk`` arrives as the Anthropic event it holds (``unwrap_chunk``). Reads on
+    the subscribing thread, or on the scheduler given (``subscribe_on``, ``.run()``).
+    Completing, failing or disposing closes the stream (its HTTP connection); disposing shuts
+    its socket down at once, even while a read waits on a silent server. An exception frame
+    (botocore's ``EventStreamError``) arrives as ``ProviderError`` with its code and
+    ``retryable``, a damaged frame as ``MalformedChunkError``, a connection error as itself.
+    A stream can be read once. Anything that is no such stream is a ``TypeError`` at once.
+    """
+    from .. import sources  # imported here: the reader needs no I/O module
+
+    found = _stream_of(stream, "from_bedrock_stream")
+    if (
+        not isinstance(found, Iterable)
+        or isinstance(found, str | bytes | bytearray | Mapping)
+        or hasattr(found, "__aiter__")
+        or callable(getattr(found, "read", None))
+    ):
+        raise _not_a_stream("from_bedrock_stream", found)
+    return sources._sdk_source(_events(found), _Closer(found), sources._every)
+
+
+def from_async_bedrock_stream(
+    stream: Any, *, loop: asyncio.AbstractEventLoop | None = None
+) -> Observable[Any]:
+    """The events of an aiobotocore Bedrock stream, read on an asyncio loop.
+
+    ``stream`` is the ``AioEventStream`` (``response["stream"]`` or ``response["body"]`` of
+    the aiobotocore client's ``converse_stream`` or ``invoke_model_with_response_stream``), or
+    that whole response. Events and errors are as in ``from_bedrock_stream``. Disposing cancels
+    the pending read and closes the stream. Anything else is a ``TypeError`` at once. Use
+    ``await from_async_bedrock_stream(s).pipe(...)`` inside the loop.
+    """
+    from .. import sources  # imported here: the reader needs no I/O module
+
+    found = _stream_of(stream, "from_async_bedrock_stream")
+    if not isinstance(found, AsyncIterable):
+        raise _not_a_stream("from_async_bedrock_stream", found)
+    opened = found
+
+    async def events() -> AsyncIterator[Any]:
+        try:
+            async for event in opened:
+                inner = unwrap_chunk(event)
+                yield event if inner is None else inner
+        except Exception as error:
+            typed = _typed(error)
+            if typed is error:
+                raise
+            raise typed from error
+        finally:
+            await sources._close(opened)
+
+    return sources.from_async_iterable(events, loop=loop)
+
+
+def _not_a_stream(function: str, stream: object) -> TypeError:
+    sync = "async" not in function
+    other = "from_async_bedrock_stream" if sync else "from_bedrock_stream"
+    fits = hasattr(stream, "__aiter__") if sync else isinstance(stream, Iterable)
+    hint = f": use {other}" if fits and not isinstance(stream, str | bytes | Mapping) else ""
+    if callable(getattr(stream, "read", None)) and not hasattr(stream, "__aiter__"):
+        hint = " (a whole body: was it invoke_model, not invoke_model_with_response_stream?)"
+    return TypeError(
+        f"{function} needs the event stream of converse_stream(...)['stream'] or "
+        f"invoke_model_with_response_stream(...)['body'], or that response, not "
+        f"{type(stream).__name__}{hint}"
+    )
