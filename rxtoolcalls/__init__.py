@@ -12,6 +12,7 @@ from ._errors import (
     TruncatedToolCallError,
     UnknownToolError,
 )
+from ._eventstream import from_eventstream
 from ._policy import DEFAULT, LENIENT, Limits, Policy, PolicyName
 from ._reader import Assembler
 from ._types import (
@@ -65,6 +66,7 @@ from .sources import (
     from_sse,
 )
 from .transcript import repair_transcript
+from .wires.bedrock import from_async_bedrock_stream, from_bedrock_stream
 
 __version__ = "0.1.0"
 
@@ -114,10 +116,13 @@ __all__ = [
     "final_conversation",
     "from_anthropic_stream",
     "from_async_anthropic_stream",
+    "from_async_bedrock_stream",
     "from_async_gemini_stream",
     "from_async_iterable",
     "from_async_openai_response",
     "from_async_openai_stream",
+    "from_bedrock_stream",
+    "from_eventstream",
     "from_gemini_stream",
     "from_jsonl",
     "from_openai_response",

@@ -161,11 +161,13 @@ def check_finish(
                     **about,
                 )
         elif reason == "content_filter":
-            raise ContentFilteredError(
+            filtered = ContentFilteredError(
                 f"{where}the provider's content filter stopped the turn "
                 f"(finish_reason {said!r}); nothing was emitted",
                 **about,
             )
+            filtered.content = choice.content
+            raise filtered
         elif reason == "invalid_call":
             # The provider's message quotes the call, arguments and all: it stays out of the
             # text a log prints, in ``provider_message`` for whoever asks.

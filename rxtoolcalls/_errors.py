@@ -186,7 +186,13 @@ class TruncatedToolCallError(ToolCallStreamError):
 
 
 class ContentFilteredError(ToolCallStreamError):
-    """The provider stopped the turn with ``finish_reason="content_filter"``."""
+    """The provider stopped the turn with ``finish_reason="content_filter"``.
+
+    ``content`` holds the text that came before (a guardrail may mask rather than block it),
+    for a caller that wants to show it; no call of the turn is ever emitted.
+    """
+
+    content: str | None = None
 
 
 class InvalidArgumentsError(ToolCallStreamError):

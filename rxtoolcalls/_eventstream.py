@@ -32,8 +32,8 @@ from ._errors import (
     MalformedChunkError,
     ProviderError,
     StreamInterruptedError,
-    clip,
     excerpt,
+    provider_error,
 )
 from ._lift import interrupted
 from ._policy import Limits
@@ -48,8 +48,6 @@ from .sources import (
 )
 
 __all__ = [
-    "FINAL_EXCEPTIONS",
-    "RETRYABLE_EXCEPTIONS",
     "EventStreamDecoder",
     "Frame",
     "encode_frame",
@@ -57,34 +55,6 @@ __all__ = [
     "from_eventstream",
 ]
 
-
-def _both_cases(*names: str) -> frozenset[str]:
-    # Frames name an exception in lowerCamelCase (``:exception-type``); botocore's
-    # ``ClientError`` codes for the same errors are in PascalCase.
-    return frozenset(names) | {name[0].upper() + name[1:] for name in names}
-
-
-RETRYABLE_EXCEPTIONS = _both_cases(
-    "throttlingException",
-    "serviceUnavailableException",
-    "internalServerException",
-    # "An error occurred while streaming the response. Retry your request." (service model)
-    "modelStreamErrorException",
-    # HTTP 408, which ``retryable()`` counts as retryable for every wire.
-    "modelTimeoutException",
-    # Before the stream only; botocore itself retries it (``retryable`` in the service model).
-    "modelNotReadyException",
-)
-"""Bedrock error names a retry can help, as exception frames and botocore codes spell them."""
-
-FINAL_EXCEPTIONS = _both_cases(
-    "validationException",
-    "accessDeniedException",
-    "resourceNotFoundException",
-    "serviceQuotaExceededException",
-    "conflictException",
-)
-"""Bedrock error names (client errors) that sending the same request again cannot help."""
 
 _PRELUDE = struct.Struct(">II")
 _PRELUDE_SIZE = 12
@@ -331,7 +301,7 @@ def frame_event(frame: Frame) -> dict[str, Any]:
 
     An ``exception`` frame raises ``ProviderError``: ``code`` its ``:exception-type``
     (``throttlingException`` …), ``body`` its JSON payload, ``retryable`` from
-    ``RETRYABLE_EXCEPTIONS`` and ``FINAL_EXCEPTIONS``. An ``error`` frame raises one from its
+    the error names the Bedrock wire lists. An ``error`` frame raises one from its
     ``:error-code`` and ``:error-message`` headers. A payload that is not a JSON object, or a
     frame without an ``:event-type``, raises ``MalformedChunkError``.
     """
@@ -395,24 +365,8 @@ def _exception(headers: Mapping[str, object], payload: bytes) -> ProviderError:
 
 
 def _provider_error(said: object, code: object, body: object) -> ProviderError:
-    known = None
-    if isinstance(code, str):
-        known = (
-            True if code in RETRYABLE_EXCEPTIONS else False if code in FINAL_EXCEPTIONS else None
-        )
-    text = clip(said) if isinstance(said, str) else "no message"
-    error = ProviderError(
-        f"the provider reported an error inside the stream: {text} "
-        f"(code {excerpt(code)}); nothing was emitted",
-        code=code,
-        body=body,
-        retryable=known,
-    )
-    if error.retryable:
-        error.hint = RETRY_HINT
-    elif error.retryable is False:
-        error.hint = "sending the same request again fails the same way: fix the request"
-    return error
+    # ``retryable`` from the error names the wires list (Bedrock's descriptor for these).
+    return provider_error(said if isinstance(said, str) else "no message", code, body)
 
 
 class _BinaryFile(Protocol):

@@ -25,7 +25,7 @@ __all__ = [
     "tool_content",
 ]
 
-Wire: TypeAlias = Literal["chat", "responses", "anthropic", "gemini"]
+Wire: TypeAlias = Literal["chat", "responses", "anthropic", "gemini", "bedrock"]
 """The streaming formats read: OpenAI Chat Completions, OpenAI Responses, Anthropic Messages,
 Google Gemini ``streamGenerateContent``, AWS Bedrock ``ConverseStream``."""
 

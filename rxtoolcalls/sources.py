@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import contextlib
 import inspect
@@ -64,6 +65,8 @@ def read_jsonl(source: str | os.PathLike[str] | Iterable[str]) -> Iterator[dict[
     Blank lines are skipped; a line that is not a JSON object raises ``MalformedChunkError``.
     A line of exactly ``{"event": name or null, "data": {...}}`` (a recorded SSE event with
     its name, as in the wire fixtures) yields its ``data``: dispatch is on ``data["type"]``.
+    Data without a ``type`` is named by its event alone (a recorded AWS event-stream frame):
+    it yields ``{name: data}``, as boto3 does.
     """
     if isinstance(source, str | os.PathLike):
         with Path(source).open(encoding="utf-8") as lines:
@@ -83,11 +86,19 @@ def _parse_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
 
 
 def _event_data(chunk: dict[str, Any]) -> dict[str, Any]:
-    if len(chunk) == 2 and "data" in chunk and "event" in chunk:
+    if "data" in chunk and "event" in chunk and set(chunk) <= _RECORDED_EVENT:
         data, name = chunk["data"], chunk["event"]
         if type(data) is dict and (name is None or type(name) is str):
-            return data
+            if "type" in data or not name or name == "message":
+                return data
+            # Named by its event alone (Bedrock's frames): the one-key dict an SDK yields.
+            return {name: data}
     return chunk
+
+
+# A recorded event: its name and data, and for an AWS event-stream frame whether it was an
+# exception or an error.
+_RECORDED_EVENT = frozenset({"event", "data", "exception", "error"})
 
 
 def from_jsonl(source: str | os.PathLike[str] | Iterable[str]) -> Observable[dict[str, Any]]:
@@ -989,13 +1000,22 @@ def _wire_dict(chunk: object) -> Any:
 
 
 def _capture_line(chunk: object) -> bytes:
-    r"""One capture line: readable UTF-8; a lone surrogate written as its ``\uXXXX`` escape."""
-    line = json.dumps(_wire_dict(chunk), ensure_ascii=False)
+    r"""One capture line: readable UTF-8; a lone surrogate written as its ``\uXXXX`` escape.
+
+    ``bytes`` (a blob boto3 decoded) are written as the base64 text the wire carried.
+    """
+    line = json.dumps(_wire_dict(chunk), ensure_ascii=False, default=_blob)
     try:
         return line.encode("utf-8") + b"\n"
     except UnicodeEncodeError:
         # Lone surrogates cannot be UTF-8; as JSON escapes they read back as the same value.
-        return json.dumps(_wire_dict(chunk)).encode("ascii") + b"\n"
+        return json.dumps(_wire_dict(chunk), default=_blob).encode("ascii") + b"\n"
+
+
+def _blob(value: object) -> str:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(value).decode("ascii")
+    raise MalformedChunkError(f"cannot record a {type(value).__name__} as JSON")
 
 
 def record(path: str | os.PathLike[str]) -> Callable[[Observable[T]], Observable[T]]:

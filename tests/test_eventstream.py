@@ -31,8 +31,6 @@ from rxtoolcalls._errors import (
     ToolCallStreamError,
 )
 from rxtoolcalls._eventstream import (
-    FINAL_EXCEPTIONS,
-    RETRYABLE_EXCEPTIONS,
     EventStreamDecoder,
     Frame,
     encode_frame,
@@ -40,6 +38,7 @@ from rxtoolcalls._eventstream import (
     from_eventstream,
 )
 from rxtoolcalls._policy import Limits
+from rxtoolcalls.wires.bedrock import FINAL_EXCEPTIONS, RETRYABLE_EXCEPTIONS
 
 BEDROCK = Path(__file__).parent / "fixtures" / "wire" / "bedrock"
 STEMS = sorted(path.stem for path in BEDROCK.glob("*.eventstream"))

@@ -535,6 +535,8 @@ def test_a_filtered_turn_emits_nothing(reason: str) -> None:
     with pytest.raises(rt.ContentFilteredError) as caught:
         read(events)
     assert caught.value.finish_reason == reason
+    # The text that came is kept for the caller to show (a guardrail may have masked it).
+    assert caught.value.content == "Here is how to"
     # A call never stopped does not turn it into a truncation either.
     with pytest.raises(rt.ContentFilteredError):
         read([START, b_open(0, "tooluse_a", "f"), b_piece(0, "{"), *b_end(reason)])

@@ -18,12 +18,12 @@ from typing import get_args
 from .._errors import MalformedChunkError
 from .._types import Wire
 from .._wire import WireSpec
-from . import anthropic, chat, gemini, responses
+from . import anthropic, bedrock, chat, gemini, responses
 
 __all__ = ["WIRES", "detect", "lookup", "names"]
 
 # Detection asks each in this order: the cheap, common tests first (Chat's ``choices``).
-WIRES: tuple[WireSpec, ...] = (chat.WIRE, gemini.WIRE, responses.WIRE, anthropic.WIRE)
+WIRES: tuple[WireSpec, ...] = (chat.WIRE, gemini.WIRE, responses.WIRE, anthropic.WIRE, bedrock.WIRE)
 
 _BY_NAME: dict[str, WireSpec] = {spec.name: spec for spec in WIRES}
 if set(_BY_NAME) != set(get_args(Wire)):  # pragma: no cover - caught by any import

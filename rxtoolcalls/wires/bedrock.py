@@ -58,6 +58,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import json
 import re
 import socket
 from collections.abc import (
@@ -71,15 +72,29 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any
 
+from .._block_transcript import BlockShape, transcript
 from .._core import _NO_EVENTS, Core, TextBuffer, _Choice, as_dict, as_object
 from .._errors import (
+    RETRY_HINT,
     MalformedChunkError,
     ProviderError,
+    clip,
     excerpt,
+    retryable,
 )
+from .._eventstream import encode_frame
 from .._policy import DEFAULT, Policy
 from .._sse import load_json
-from .._types import CallItem, ToolCall, ToolCallStarted, new_call_item
+from .._types import (
+    AssistantTurn,
+    CallItem,
+    ToolCall,
+    ToolCallStarted,
+    json_data,
+    new_call_item,
+    no_made_up_ids,
+)
+from .._wire import CANCELLED, Framing, Route, WireSpec
 
 if TYPE_CHECKING:
     import asyncio
@@ -89,6 +104,9 @@ if TYPE_CHECKING:
     from .._core import Call
 
 __all__ = [
+    "FINAL_EXCEPTIONS",
+    "RETRYABLE_EXCEPTIONS",
+    "WIRE",
     "BedrockReader",
     "from_async_bedrock_stream",
     "from_bedrock_stream",
@@ -96,6 +114,36 @@ __all__ = [
     "sdk_error",
     "unwrap_chunk",
 ]
+
+
+def _both_cases(*names: str) -> frozenset[str]:
+    # Frames name an exception in lowerCamelCase (``:exception-type``); botocore's
+    # ``ClientError`` codes for the same errors are in PascalCase.
+    return frozenset(names) | {name[0].upper() + name[1:] for name in names}
+
+
+RETRYABLE_EXCEPTIONS = _both_cases(
+    "throttlingException",
+    "serviceUnavailableException",
+    "internalServerException",
+    # "An error occurred while streaming the response. Retry your request." (service model)
+    "modelStreamErrorException",
+    # HTTP 408, which ``retryable()`` counts as retryable for every wire.
+    "modelTimeoutException",
+    # Before the stream only; botocore itself retries it (``retryable`` in the service model).
+    "modelNotReadyException",
+)
+"""Bedrock error names a retry can help, as exception frames and botocore codes spell them."""
+
+FINAL_EXCEPTIONS = _both_cases(
+    "validationException",
+    "accessDeniedException",
+    "resourceNotFoundException",
+    "serviceQuotaExceededException",
+    "conflictException",
+)
+"""Bedrock error names (client errors) that sending the same request again cannot help."""
+
 
 # The exception events of ConverseStream, and InvokeModelWithResponseStream's timeout (rule 8).
 _EXCEPTIONS = frozenset(
@@ -450,8 +498,7 @@ class BedrockReader(_Blocks):
 
     __slots__ = ()
 
-    # Refused by mypy until the Wire literal (rxtoolcalls._types) names it, with the registry.
-    wire = "bedrock"  # type: ignore[assignment, unused-ignore]
+    wire = "bedrock"
 
     def feed(self, event: object) -> Sequence[ToolCallStarted]:
         """Apply one event; return the calls it named (usually none)."""
@@ -738,3 +785,209 @@ def _not_a_stream(function: str, stream: object) -> TypeError:
         f"invoke_model_with_response_stream(...)['body'], or that response, not "
         f"{type(stream).__name__}{hint}"
     )
+
+
+# -- Answering in the wire, the transcript, the replay server --------------------------------
+
+
+def to_message(turn: AssistantTurn, empty_content: str | None) -> dict[str, Any]:
+    """``{"role": "assistant", "content": [blocks]}``: the turn's blocks as Converse takes them.
+
+    A turn with no block (nothing came) carries ``empty_content`` as its text, if given.
+    """
+    content = [dict(block) for block in turn.items]
+    if not content and empty_content:
+        content = [{"text": empty_content}]
+    return {"role": "assistant", "content": content}
+
+
+def tool_messages(
+    turn: AssistantTurn, values: list[object], texts: list[str]
+) -> list[dict[str, Any]]:
+    """One user message of ``toolResult`` blocks: ``json`` for a mapping, else ``text``.
+
+    A failure (an exception) is ``"status": "error"`` with its text.
+    """
+    blocks: list[dict[str, Any]] = []
+    for call, value, text in zip(turn.tool_calls, values, texts, strict=True):
+        result: dict[str, Any] = {"toolUseId": call.id}
+        if isinstance(value, Mapping):
+            result["content"] = [{"json": json_data(value)}]
+        else:
+            result["content"] = [{"text": text}]
+        if isinstance(value, BaseException):
+            result["status"] = "error"
+        blocks.append({"toolResult": result})
+    return [{"role": "user", "content": blocks}] if blocks else []
+
+
+def _call_block(block: Mapping[str, Any]) -> tuple[str, object, object] | None:
+    use = block.get("toolUse")
+    if not isinstance(use, Mapping) or not isinstance(use.get("toolUseId"), str):
+        return None
+    return use["toolUseId"], use.get("name"), use.get("input")
+
+
+def _result_block(block: Mapping[str, Any]) -> tuple[str | None, object] | None:
+    result = block.get("toolResult")
+    if not isinstance(result, Mapping):
+        return None
+    call_id = result.get("toolUseId")
+    content = result.get("content")
+    # One JSON part is the value itself; text parts are the text (answer_text joins them).
+    if (
+        isinstance(content, list)
+        and len(content) == 1
+        and isinstance(content[0], Mapping)
+        and "json" in content[0]
+    ):
+        content = content[0]["json"]
+    return (call_id if isinstance(call_id, str) else None), content
+
+
+def _cancelled(call_id: str) -> dict[str, Any]:
+    return {
+        "toolResult": {"toolUseId": call_id, "content": [{"text": CANCELLED}], "status": "error"}
+    }
+
+
+def _frame(event: Mapping[str, Any]) -> bytes:
+    """One ConverseStream event as a frame: an exception event as an exception frame."""
+    ((name, body),) = event.items()
+    payload = json.dumps(body, default=_base64).encode()
+    if name in _EXCEPTIONS or name.endswith("Exception"):
+        headers = {":exception-type": name, ":content-type": "application/json"}
+        return encode_frame({**headers, ":message-type": "exception"}, payload)
+    headers = {":event-type": name, ":content-type": "application/json"}
+    return encode_frame({**headers, ":message-type": "event"}, payload)
+
+
+def _chunk_frame(event: Mapping[str, Any]) -> bytes:
+    """One Anthropic event as InvokeModel sends it: a ``chunk`` frame, its bytes base64."""
+    inner = unwrap_chunk(event)
+    body = json.dumps(event if inner is None else inner).encode()
+    return _frame({"chunk": {"bytes": base64.b64encode(body).decode("ascii")}})
+
+
+def _base64(value: object) -> str:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+_MEDIA = "application/vnd.amazon.eventstream"
+_CONVERSE = Framing("eventstream", _MEDIA, _frame, b"")
+_INVOKE = Framing("eventstream", _MEDIA, _chunk_frame, b"")
+
+
+def _converse(
+    turns: tuple[AssistantTurn, ...], chunks: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The non-streaming ``Converse`` response a recording stands for."""
+    turn = turns[0]
+    metrics = next(
+        (
+            c["metadata"]["metrics"]
+            for c in chunks
+            if isinstance(c.get("metadata"), dict)
+            and isinstance(c["metadata"].get("metrics"), dict)
+        ),
+        {"latencyMs": 0},
+    )
+    # Through JSON: blobs (a redacted reasoning) as the base64 text the body carries.
+    reply: dict[str, Any] = json.loads(
+        json.dumps(
+            {
+                "output": {"message": turn.to_message()},
+                "stopReason": turn.finish_reason,
+                "usage": turn.usage or {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0},
+                "metrics": metrics,
+            },
+            default=_base64,
+        )
+    )
+    return reply
+
+
+# AWS's error types by status, as botocore reads them from the body's ``__type``.
+_KINDS = {
+    400: "ValidationException",
+    404: "ResourceNotFoundException",
+    408: "ModelTimeoutException",
+    411: "ValidationException",
+    413: "ValidationException",
+    502: "InternalServerException",
+}
+
+
+def _error_body(status: int, message: str, kind: str, code: object) -> dict[str, Any]:
+    return {"__type": _KINDS.get(status, "ValidationException"), "message": message}
+
+
+def _client_error(error: Exception) -> ProviderError | None:
+    """Botocore's ``EventStreamError`` (an exception frame) or ``ClientError`` (a status)."""
+    found = sdk_error(error)
+    if found is not None or not _is(error, "ClientError", "botocore"):
+        return found
+    response = getattr(error, "response", None)
+    said = response.get("Error") if isinstance(response, Mapping) else None
+    said = said if isinstance(said, Mapping) else {}
+    meta = response.get("ResponseMetadata") if isinstance(response, Mapping) else None
+    status = meta.get("HTTPStatusCode") if isinstance(meta, Mapping) else None
+    code = said.get("Code") or status
+    again = retryable(code)
+    typed = ProviderError(
+        f"the provider answered HTTP {status}: {clip(str(said.get('Message')), 200)} "
+        f"(type {excerpt(code)}); nothing was emitted",
+        code=code,
+        body=dict(said),
+        retryable=retryable(status) if again is None else again,
+    )
+    if typed.retryable:
+        typed.hint = RETRY_HINT
+    return typed
+
+
+def _tool_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None:
+    """``{"toolSpec": {"name", "inputSchema": {"json": schema}}}``, as Converse declares."""
+    spec = tool.get("toolSpec")
+    name = spec.get("name") if isinstance(spec, Mapping) else None
+    if not isinstance(spec, Mapping) or not isinstance(name, str):
+        return None
+    schema = spec.get("inputSchema")
+    return [(name, schema.get("json") if isinstance(schema, Mapping) else None)]
+
+
+WIRE = WireSpec(
+    name="bedrock",
+    title="AWS Bedrock Converse",
+    identifies=identifies,
+    unwrap=unwrap_chunk,
+    reader=BedrockReader,
+    terminal=True,
+    pause_reasons=frozenset(),
+    to_message=to_message,
+    tool_messages=tool_messages,
+    made_up_ids=no_made_up_ids,
+    transcript=transcript(
+        BlockShape(
+            call=_call_block,
+            result=_result_block,
+            cancelled=_cancelled,
+            text=lambda text: {"text": text},
+        )
+    ),
+    retryable=RETRYABLE_EXCEPTIONS,
+    final=FINAL_EXCEPTIONS,
+    sdk_error=_client_error,
+    path="/model/{modelId}/converse-stream",
+    routes=(
+        Route("/converse-stream", True, _CONVERSE),
+        # InvokeModel carries another wire's events (Anthropic's, on Claude), in chunks.
+        Route("/invoke-with-response-stream", True, _INVOKE, serves="anthropic"),
+        Route("/converse", False, _CONVERSE),
+    ),
+    reply=_converse,
+    error_body=_error_body,
+    tool_schemas=_tool_schemas,
+)
