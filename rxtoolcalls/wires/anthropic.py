@@ -33,26 +33,20 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._block_transcript import BlockShape, transcript
+from .._blocks import Block, Blocks
 from .._core import (
     _NO_EVENTS,
-    Call,
-    Core,
-    TextBuffer,
-    _Choice,
     as_dict,
     as_object,
     attr,
     event_dict,
 )
 from .._errors import MalformedChunkError, ProviderError, excerpt, provider_error, status_error
-from .._policy import DEFAULT, Policy
 from .._sse import SSE_NAMED
 from .._types import (
     AssistantTurn,
-    CallItem,
     ToolCall,
     ToolCallStarted,
-    new_call_item,
     no_made_up_ids,
 )
 from .._wire import CANCELLED, Route, WireSpec
@@ -117,27 +111,10 @@ def _render_call(block: dict[str, Any]) -> Callable[[ToolCall], dict[str, Any]]:
     return render
 
 
-class _Blocks(Core):
+class _Blocks(Blocks):
     """Content blocks and the calls among them: start, deltas, stop."""
 
-    __slots__ = ("_blocks", "_ended", "_extra", "_open_blocks", "_texts")
-
-    def __init__(
-        self,
-        policy: Policy = DEFAULT,
-        *,
-        on_open: Callable[[Call], None] | None = None,
-        keep_arguments: bool = True,
-        on_error: Callable[[Exception], None] | None = None,
-    ) -> None:
-        super().__init__(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
-        self._state(0)
-        self._blocks: dict[int, dict[str, Any]] = {}
-        self._open_blocks: set[int] = set()
-        # Text of text and thinking blocks, and their signature and citations.
-        self._texts: dict[int, TextBuffer] = {}
-        self._extra: dict[int, dict[str, Any]] = {}
-        self._ended = False
+    __slots__ = ()
 
     def _index(self, data: dict[str, Any]) -> int:
         return self.key_of(data, "index", data.get("type"))
@@ -149,10 +126,6 @@ class _Blocks(Core):
             raise MalformedChunkError(
                 f"content_block_start {index}: content_block must be an object", index=index
             )
-        if index in self._blocks:
-            raise MalformedChunkError(
-                f"content_block_start for index {index}, which was already started", index=index
-            )
         kind = block.get("type")
         if type(kind) is not str:
             raise MalformedChunkError(
@@ -160,33 +133,23 @@ class _Blocks(Core):
                 f"{excerpt(kind, 40)}",
                 index=index,
             )
-        state = self._choices[0]
         if kind == "text" or kind == "thinking":
-            self._start_text(state, index, block, kind)
+            self._check_text_start(index, block, kind)
         is_call = kind == "tool_use" or kind in _SERVER_CALLS
+        begun = self.begin(index, kind, block, "content_block_start", call=is_call)
         if not is_call:
-            # Kept as sent. A call's block is bounded already: by Limits.max_calls, and its
-            # input by the argument limits.
-            self.charge_kept(block, f"content_block_start {index}")
-        self._blocks[index] = block
-        self._open_blocks.add(index)
-        if not is_call:
+            text = block.get(kind)
+            if text:
+                # Text sent in the start counts as streamed: the first piece of the block.
+                slot = "content" if kind == "text" else "reasoning"
+                self.write_text(begun, None, slot, kind, text)
             return _NO_EVENTS
-        call = self._open(
-            state,
-            index,
-            self._identity(state, index, "id", block.get("id")),
-            "function",
-            self._identity(state, index, "name", block.get("name")),
-            provisional=True,
+        _, started = self.open_call(
+            index, block.get("id"), block.get("name"), id_field="id", server=kind in _SERVER_CALLS
         )
-        call.closed = False
-        call.server = kind in _SERVER_CALLS
-        started = self._name_known(call, whole=True) if call.name is not None else None
-        return _NO_EVENTS if started is None else (started,)
+        return started
 
-    def _start_text(self, state: _Choice, index: int, block: dict[str, Any], kind: str) -> None:
-        """Check a text or thinking block's start; text sent in it counts as streamed."""
+    def _check_text_start(self, index: int, block: dict[str, Any], kind: str) -> None:
         for field, expected in ((kind, str), ("signature", str), ("citations", list)):
             value = block.get(field)
             if value is not None and type(value) is not expected:
@@ -195,23 +158,14 @@ class _Blocks(Core):
                     f"{expected.__name__}, got {type(value).__name__}",
                     index=index,
                 )
-        text = block.get(kind)
-        if text:
-            self._write(state, "content" if kind == "text" else "reasoning", kind, text)
-            buffer = self._texts[index] = TextBuffer()
-            buffer.write(text)
 
-    def _block(self, data: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _block(self, data: dict[str, Any]) -> tuple[int, Block]:
         index = self._index(data)
-        block = self._blocks.get(index)
+        block = self.block(index, str(data.get("type")))
         if block is None:
             raise MalformedChunkError(
                 f"{data.get('type')} for index {index}, where no block was started",
                 index=index,
-            )
-        if index not in self._open_blocks:
-            raise MalformedChunkError(
-                f"{data.get('type')} for index {index}, whose block had stopped", index=index
             )
         return index, block
 
@@ -221,58 +175,62 @@ class _Blocks(Core):
         if not isinstance(delta, dict):
             raise MalformedChunkError(f"content_block_delta {index}: delta must be an object")
         kind = delta.get("type")
-        state = self._choices[0]
-        call = self._calls0.get(index)
         if kind == "input_json_delta":
+            call = self._calls0.get(index)
             if call is None:
                 raise MalformedChunkError(
-                    f"input_json_delta for block {index}, a {excerpt(block.get('type'), 40)} "
+                    f"input_json_delta for block {index}, a {excerpt(block.kind, 40)} "
                     f"block: only tool blocks take input",
                     index=index,
                 )
-            self._piece(state, call, delta.get("partial_json"))
+            self._piece(self._choices[0], call, delta.get("partial_json"))
         elif kind == "text_delta" or kind == "thinking_delta":
             field = "text" if kind == "text_delta" else "thinking"
-            if block.get("type") != field:
+            if block.kind != field:
                 raise MalformedChunkError(
-                    f"{kind} for block {index}, a {excerpt(block.get('type'), 40)} block",
+                    f"{kind} for block {index}, a {excerpt(block.kind, 40)} block",
                     index=index,
                 )
-            value = delta.get(field)
-            self._write(state, "content" if field == "text" else "reasoning", kind, value)
-            assert isinstance(value, str)  # _write refused anything else
-            text = self._texts.get(index)
-            if text is None:
-                text = self._texts[index] = TextBuffer()
-            text.write(value)
+            slot = "content" if field == "text" else "reasoning"
+            self.write_text(block, None, slot, kind, delta.get(field))
         elif kind == "signature_delta":
-            if not isinstance(block.get("signature") or "", str):
+            if not isinstance(block.detail.get("signature") or "", str):
                 raise MalformedChunkError(
                     f"signature_delta for block {index}, whose signature is not a string",
                     index=index,
                 )
-            signature = self._charge_text(state, kind, delta.get("signature"))
-            extra = self._extra.setdefault(index, {})
-            # Pieces, joined once at the end: adding each to a str copied it (quadratic).
-            extra.setdefault("signature", []).append(signature)
+            block.keep(
+                "signature", self._charge_text(self._choices[0], kind, delta.get("signature"))
+            )
         elif kind == "citations_delta":
-            if not isinstance(block.get("citations") or [], list):
+            if not isinstance(block.detail.get("citations") or [], list):
                 raise MalformedChunkError(
                     f"citations_delta for block {index}, whose citations are not a list",
                     index=index,
                 )
             citation = delta.get("citation")
             self.charge_kept(citation, f"citations_delta for block {index}")
-            extra = self._extra.setdefault(index, {})
-            extra.setdefault("citations", []).append(citation)
+            block.keep("citations", citation)
 
     def _stop(self, data: dict[str, Any]) -> None:
         index, block = self._block(data)
-        self._open_blocks.discard(index)
-        call = self._calls0.get(index)
-        if call is None:
-            return
-        self.close_input(call, block.get("input"), f"tool block {index}")
+        self.end_block(index, block, block.detail.get("input"), f"tool block {index}")
+
+    def render_call(self, index: int, block: Block) -> Callable[[ToolCall], dict[str, Any]]:
+        return _render_call(block.detail)
+
+    def render(self, index: int, block: Block) -> dict[str, Any]:
+        rendered = dict(block.detail)
+        if block.kind == "text" or block.kind == "thinking":
+            # The start's text is the first piece of it (``_start``).
+            rendered[block.kind] = block.text()
+        signature = block.pieces("signature")
+        if signature:
+            rendered["signature"] = (rendered.get("signature") or "") + "".join(signature)
+        citations = block.pieces("citations")
+        if citations:
+            rendered["citations"] = [*(rendered.get("citations") or []), *citations]
+        return rendered
 
 
 class AnthropicReader(_Blocks):
@@ -326,8 +284,7 @@ class AnthropicReader(_Blocks):
             raise provider_error(source.get("message") or source, code, data)
         if type(kind) is not str or kind not in _TYPES:
             raise self.foreign(data, "an Anthropic event")
-        if self._ended:
-            raise self.after_end(kind, "message_stop")
+        self.check_open(kind)
         if kind == "ping":
             return _NO_EVENTS
         if kind == "content_block_delta":
@@ -345,11 +302,10 @@ class AnthropicReader(_Blocks):
         elif kind == "message_delta":
             self._message_delta(data)
         else:  # message_stop
-            self._ended = True
-            self._fast = False  # every later event takes the full path, which refuses it
-            state = self._choices[0]
-            if state.finish_reason is not None:
-                state.outcome = _OUTCOMES.get(state.finish_reason, "stop")
+            reason = self._choices[0].finish_reason
+            self.end_message(
+                "message_stop", None if reason is None else _OUTCOMES.get(reason, "stop")
+            )
         return _NO_EVENTS
 
     def _message_delta(self, data: dict[str, Any]) -> None:
@@ -372,35 +328,6 @@ class AnthropicReader(_Blocks):
                 # Only new keys add up across events; a value replaced is bounded by max_event.
                 self.charge_kept(merged, "message_delta usage", "usage")
             self.usage = merged
-
-    def _release(self) -> None:
-        super()._release()
-        self._blocks.clear()
-        self._texts.clear()
-        self._extra.clear()
-
-    def _settle(self) -> None:
-        items: list[dict[str, Any] | CallItem] = []
-        for index in sorted(self._blocks):
-            block = dict(self._blocks[index])
-            kind = block.get("type")
-            if index in self._calls0:
-                items.append(new_call_item(index, _render_call(block)))
-                continue
-            text = self._texts.get(index)
-            if kind == "text" or kind == "thinking":
-                # The start's text is the first piece of it (``_start_text``).
-                block[kind] = "" if text is None else text.getvalue()
-            extra = self._extra.get(index)
-            if extra:
-                if "signature" in extra:
-                    block["signature"] = (block.get("signature") or "") + "".join(
-                        extra["signature"]
-                    )
-                if "citations" in extra:
-                    block["citations"] = [*(block.get("citations") or []), *extra["citations"]]
-            items.append(block)
-        self._choices[0].items = tuple(items)
 
 
 # -- The transcript, the replay server and the SDK ------------------------------------------

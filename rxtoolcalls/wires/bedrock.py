@@ -73,7 +73,8 @@ from collections.abc import (
 from typing import TYPE_CHECKING, Any
 
 from .._block_transcript import BlockShape, transcript
-from .._core import _NO_EVENTS, Core, TextBuffer, _Choice, as_dict, as_object
+from .._blocks import Block, Blocks
+from .._core import _NO_EVENTS, as_dict, as_object
 from .._errors import (
     RETRY_HINT,
     MalformedChunkError,
@@ -87,11 +88,9 @@ from .._policy import DEFAULT, Policy
 from .._sse import load_json
 from .._types import (
     AssistantTurn,
-    CallItem,
     ToolCall,
     ToolCallStarted,
     json_data,
-    new_call_item,
     no_made_up_ids,
 )
 from .._wire import CANCELLED, Framing, Route, WireSpec
@@ -286,51 +285,37 @@ def _render_call(detail: dict[str, Any]) -> Callable[[ToolCall], dict[str, Any]]
     return render
 
 
-class _Block:
-    """One content block while the stream is open (rule 5 renders it)."""
-
-    __slots__ = ("citations", "detail", "kind", "open", "parts", "redacted", "signature", "text")
-
-    def __init__(self, kind: str, detail: dict[str, Any] | None = None) -> None:
-        self.kind = kind
-        # The start's own fields: a copy, as the block's own deltas may be merged into it.
-        self.detail = {} if detail is None else dict(detail)
-        self.open = True
-        self.text: TextBuffer | None = None
-        # Pieces, joined once at the end: adding each to a str copied it (quadratic).
-        self.signature: list[str] = []
-        self.redacted: list[bytes] = []
-        self.citations: list[dict[str, Any]] = []
-        self.parts: list[Any] = []
-
-    def item(self) -> dict[str, Any] | None:
-        """The block as Converse takes it back, or ``None`` for an empty text block."""
-        text = "" if self.text is None else self.text.getvalue()
-        if self.kind == "text":
-            if self.citations:
-                return {
-                    "citationsContent": {
-                        "content": [{"text": text}] if text else [],
-                        "citations": self.citations,
-                    }
+def _item(block: Block) -> dict[str, Any] | None:
+    """A block other than a call as Converse takes it back; ``None`` for an empty text."""
+    text = block.text()
+    citations = block.pieces("citations")
+    if block.kind == "text":
+        if citations:
+            return {
+                "citationsContent": {
+                    "content": [{"text": text}] if text else [],
+                    "citations": citations,
                 }
-            return {"text": text} if text else None
-        if self.kind == "reasoning":
-            if self.redacted:
-                return {"reasoningContent": {"redactedContent": b"".join(self.redacted)}}
-            said: dict[str, Any] = {"text": text}
-            if self.signature:
-                said["signature"] = "".join(self.signature)
-            return {"reasoningContent": {"reasoningText": said}}
-        if self.kind == "toolResult":
-            return {"toolResult": {**self.detail, "content": self.parts}}
-        return {self.kind: self.detail}
+            }
+        return {"text": text} if text else None
+    if block.kind == "reasoning":
+        redacted = block.pieces("redacted")
+        if redacted:
+            return {"reasoningContent": {"redactedContent": b"".join(redacted)}}
+        said: dict[str, Any] = {"text": text}
+        signature = block.pieces("signature")
+        if signature:
+            said["signature"] = "".join(signature)
+        return {"reasoningContent": {"reasoningText": said}}
+    if block.kind == "toolResult":
+        return {"toolResult": {**block.detail, "content": block.pieces("parts")}}
+    return {block.kind: block.detail}
 
 
-class _Blocks(Core):
+class _Blocks(Blocks):
     """Content blocks and the calls among them: start, deltas, stop."""
 
-    __slots__ = ("_blocks", "_ended", "_started")
+    __slots__ = ("_started",)
 
     def __init__(
         self,
@@ -341,33 +326,16 @@ class _Blocks(Core):
         on_error: Callable[[Exception], None] | None = None,
     ) -> None:
         super().__init__(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
-        self._state(0)
-        self._blocks: dict[int, _Block] = {}
         self._started = False
-        self._ended = False
-
-    def _open_block(self, index: int, name: str) -> _Block | None:
-        """The block at ``index`` (None if never seen); one that had stopped is malformed."""
-        block = self._blocks.get(index)
-        if block is not None and not block.open:
-            raise MalformedChunkError(f"{name} for block {index}, which had stopped", index=index)
-        return block
 
     def _start(self, body: dict[str, Any]) -> Sequence[ToolCallStarted]:
         index = self.key_of(body, "contentBlockIndex", "contentBlockStart")
-        if index in self._blocks:
-            raise MalformedChunkError(
-                f"contentBlockStart for block {index}, which had begun already", index=index
-            )
         what = f"contentBlockStart {index}: start"
         kind, detail = _one(_object(body.get("start"), what), what)
-        detail = _object(detail, f"contentBlockStart {index}: start.{kind}")
-        state = self._choices[0]
+        # A copy: the block's own deltas may be merged into it.
+        detail = dict(_object(detail, f"contentBlockStart {index}: start.{kind}"))
         if kind != "toolUse":
-            # Kept as sent. A call's block is bounded already: by Limits.max_calls, and its
-            # input by the argument limits.
-            self.charge_kept(detail, f"contentBlockStart {index}")
-            self._blocks[index] = _Block(kind, detail)
+            self.begin(index, kind, detail, "contentBlockStart", call=False)
             return _NO_EVENTS
         tool_type = detail.get("type")
         if tool_type is not None and type(tool_type) is not str:
@@ -376,26 +344,21 @@ class _Blocks(Core):
                 f"{type(tool_type).__name__}",
                 index=index,
             )
-        self._blocks[index] = _Block(kind, detail)
-        call = self._open(
-            state,
+        self.begin(index, kind, detail, "contentBlockStart", call=True)
+        _, started = self.open_call(
             index,
-            self._identity(state, index, "toolUseId", detail.get("toolUseId")),
-            "function",
-            self._identity(state, index, "name", detail.get("name")),
-            provisional=True,
+            detail.get("toolUseId"),
+            detail.get("name"),
+            id_field="toolUseId",
+            server=tool_type is not None and tool_type != "tool_use",
         )
-        call.closed = False
-        call.server = tool_type is not None and tool_type != "tool_use"
-        started = self._name_known(call, whole=True) if call.name is not None else None
-        return _NO_EVENTS if started is None else (started,)
+        return started
 
     def _delta(self, body: dict[str, Any]) -> None:
         index = self.key_of(body, "contentBlockIndex", "contentBlockDelta")
         what = f"contentBlockDelta {index}: delta"
         kind, value = _one(_object(body.get("delta"), what), what)
-        block = self._open_block(index, f"a {excerpt(kind, 40)} delta")
-        state = self._choices[0]
+        block = self.block(index, f"a {excerpt(kind, 40)} delta")
         if kind == "toolUse":
             call = self._calls0.get(index) if block is not None else None
             if call is None:
@@ -408,25 +371,25 @@ class _Blocks(Core):
                     ),
                     index=index,
                 )
-            self._piece(state, call, _object(value, f"{what}.toolUse").get("input"))
+            self._piece(self._choices[0], call, _object(value, f"{what}.toolUse").get("input"))
             return
         opens = _DELTA_BLOCKS.get(kind)
         if opens is not None:
             if block is None:
-                block = self._blocks[index] = _Block(opens)
+                block = self.implicit(index, opens)
             elif block.kind != opens:
                 raise MalformedChunkError(
                     f"a {kind} delta for block {index}, a {excerpt(block.kind, 40)} block",
                     index=index,
                 )
             if kind == "text":
-                self._text(state, block, "content", "text", value)
+                self.write_text(block, None, "content", "text", value)
             elif kind == "reasoningContent":
-                self._reasoning(state, block, index, _object(value, f"{what}.reasoningContent"))
+                self._reasoning(block, index, _object(value, f"{what}.reasoningContent"))
             else:
                 citation = _object(value, f"{what}.citation")
                 self.charge_kept(citation, f"a citation delta for block {index}")
-                block.citations.append(citation)
+                block.keep("citations", citation)
         elif kind == "toolResult":
             if block is None or block.kind != "toolResult":
                 raise MalformedChunkError(
@@ -439,20 +402,13 @@ class _Blocks(Core):
                     f"{what}.toolResult must be a list, got {type(value).__name__}", index=index
                 )
             self.charge_kept(value, f"a toolResult delta for block {index}")
-            block.parts.extend(value)
+            block.kept.setdefault("parts", []).extend(value)
         elif block is not None and block.kind == kind:
             part = _object(value, f"{what}.{kind}")
             self.charge_kept(part, f"a {kind} delta for block {index}")
             block.detail.update(part)
 
-    def _text(self, state: _Choice, block: _Block, slot: str, field: str, value: object) -> None:
-        self._write(state, slot, field, value)
-        assert isinstance(value, str)  # _write refused anything else
-        if block.text is None:
-            block.text = TextBuffer()
-        block.text.write(value)
-
-    def _reasoning(self, state: _Choice, block: _Block, index: int, said: dict[str, Any]) -> None:
+    def _reasoning(self, block: Block, index: int, said: dict[str, Any]) -> None:
         text = said.get("text")
         signature = said.get("signature")
         redacted = said.get("redactedContent")
@@ -462,35 +418,39 @@ class _Blocks(Core):
             and (
                 text is not None
                 or signature is not None
-                or block.text is not None
-                or block.signature
+                or block.has_text()
+                or block.pieces("signature")
             )
-        ) or (block.redacted and (text is not None or signature is not None)):
+        ) or (block.pieces("redacted") and (text is not None or signature is not None)):
             raise MalformedChunkError(
                 f"reasoning block {index} has both redactedContent and text or a signature",
                 index=index,
             )
         if text is not None:
-            self._text(state, block, "reasoning", "reasoningContent.text", text)
+            self.write_text(block, None, "reasoning", "reasoningContent.text", text)
         if signature is not None:
-            block.signature.append(
-                self._charge_text(state, "reasoningContent.signature", signature)
+            state = self._choices[0]
+            block.keep(
+                "signature", self._charge_text(state, "reasoningContent.signature", signature)
             )
         if redacted is not None:
             blob = _blob(redacted, f"reasoning block {index}'s redactedContent")
             self.charge_kept(blob, f"reasoning block {index}'s redactedContent")
-            block.redacted.append(blob)
+            block.keep("redacted", blob)
 
     def _stop(self, body: dict[str, Any]) -> None:
         index = self.key_of(body, "contentBlockIndex", "contentBlockStop")
-        block = self._open_block(index, "contentBlockStop")
+        block = self.block(index, "contentBlockStop")
         if block is None:
             # A block with neither start nor delta: empty, nothing to keep.
-            block = self._blocks[index] = _Block("text")
-        block.open = False
-        call = self._calls0.get(index)
-        if call is not None and block.kind == "toolUse":
-            self.close_input(call, None, f"toolUse block {index}")
+            block = self.implicit(index, "text")
+        self.end_block(index, block, None, f"toolUse block {index}")
+
+    def render_call(self, index: int, block: Block) -> Callable[[ToolCall], dict[str, Any]]:
+        return _render_call(block.detail)
+
+    def render(self, index: int, block: Block) -> dict[str, Any] | None:
+        return _item(block)
 
 
 class BedrockReader(_Blocks):
@@ -538,8 +498,8 @@ class BedrockReader(_Blocks):
             if name in _EXCEPTIONS or (type(name) is str and name.endswith("Exception")):
                 raise _exception_error(name, body)
             return self._unknown_event(event, name, body)
-        if self._ended and name != "metadata":
-            raise self.after_end(name, "messageStop")
+        if name != "metadata":
+            self.check_open(name)
         data = _object(body, name)
         if name == "contentBlockDelta":
             self._delta(data)
@@ -595,25 +555,7 @@ class BedrockReader(_Blocks):
         if reason is None:
             raise MalformedChunkError("messageStop without a stopReason")
         state.finish_reason = reason
-        state.outcome = _OUTCOMES.get(reason, "stop")
-        self._ended = True
-        self._fast = False  # every later event takes the full path, which checks it
-
-    def _release(self) -> None:
-        super()._release()
-        self._blocks.clear()
-
-    def _settle(self) -> None:
-        items: list[dict[str, Any] | CallItem] = []
-        for index in sorted(self._blocks):
-            block = self._blocks[index]
-            if block.kind == "toolUse":
-                items.append(new_call_item(index, _render_call(block.detail)))
-                continue
-            item = block.item()
-            if item is not None:
-                items.append(item)
-        self._choices[0].items = tuple(items)
+        self.end_message("messageStop", _OUTCOMES.get(reason, "stop"))
 
 
 # -- the boto3 source ------------------------------------------------------------------------
