@@ -68,7 +68,7 @@ class Blocks(Core):
 
     __slots__ = ("_blocks", "_ended")
 
-    # What the wire calls its blocks, for messages.
+    # What the wire calls the key of its blocks, for messages.
     block_noun = "block"
 
     def __init__(
@@ -93,8 +93,8 @@ class Blocks(Core):
         """Begin the block at ``index`` (rule 1), charged unless it is a call (rule 2)."""
         if index in self._blocks:
             raise MalformedChunkError(
-                f"{what} for {self.block_noun} {index}, which was already started: two "
-                f"{self.block_noun}s cannot share an index",
+                f"{what} for {self.block_noun} {index}, which was already started: an index "
+                f"holds one block or item",
                 index=index,
             )
         if not call and detail is not None:

@@ -264,7 +264,7 @@ def test_a_delta_for_an_index_never_opened_is_malformed() -> None:
 
 def test_two_items_at_one_output_index_are_malformed() -> None:
     events = [r_created(), r_fc_added(0, "call_a", "f"), r_fc_added(0, "call_b", "g")]
-    with pytest.raises(rt.MalformedChunkError, match="already holds an item"):
+    with pytest.raises(rt.MalformedChunkError, match="output_index 0, which was already started"):
         turn_of(events)
 
 

@@ -37,10 +37,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .._blocks import Block, Blocks
 from .._core import (
     _NO_EVENTS,
     Call,
-    Core,
     TextBuffer,
     _at,
     as_dict,
@@ -53,10 +53,8 @@ from .._policy import DEFAULT, Policy
 from .._sse import SSE_NAMED
 from .._types import (
     AssistantTurn,
-    CallItem,
     ToolCall,
     ToolCallStarted,
-    new_call_item,
     no_made_up_ids,
 )
 from .._wire import (
@@ -119,10 +117,12 @@ def _render_call(item: dict[str, Any], field: str) -> Callable[[ToolCall], dict[
     return render
 
 
-class _Items(Core):
+class _Items(Blocks):
     """Output items and the calls among them: opening, pieces, final values, closing."""
 
-    __slots__ = ("_ended", "_items", "_text")
+    __slots__ = ("_text",)
+
+    block_noun = "output_index"
 
     def __init__(
         self,
@@ -133,13 +133,10 @@ class _Items(Core):
         on_error: Callable[[Exception], None] | None = None,
     ) -> None:
         super().__init__(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
-        self._state(0)
-        # The latest form of each output item, by output_index.
-        self._items: dict[int, dict[str, Any]] = {}
         # Text by (output_index, part, what): output text, refusal, reasoning; joined in
-        # output order.
+        # output order. Apart from the items: minimal servers stream text for an index whose
+        # item never comes.
         self._text: dict[tuple[int, int, str], TextBuffer] = {}
-        self._ended: str | None = None
 
     def _index(self, data: dict[str, Any]) -> int:
         return self.key_of(data, "output_index", data.get("type"))
@@ -164,38 +161,19 @@ class _Items(Core):
     def _added(self, data: dict[str, Any]) -> Sequence[ToolCallStarted]:
         index = self._index(data)
         item = _item(data.get("item"), "output_item.added")
-        if index in self._items:
-            raise MalformedChunkError(
-                f"output_item.added for output_index {index}, which already holds an item: "
-                f"two items cannot share an index",
-                index=index,
-            )
         kind = item.get("type")
-        if kind not in _CALLS:
-            # Kept as sent. A call's item is bounded already: by Limits.max_calls, and its
-            # arguments by the argument limits.
-            self.charge_kept(item, f"output_item.added {index}", index)
-        self._items[index] = item
+        self.begin(index, str(kind), item, "output_item.added", call=kind in _CALLS)
         if kind not in _CALLS:
             return _NO_EVENTS
-        state = self._choices[0]
-        call = self._open(
-            state,
-            index,
-            self._identity(state, index, "call_id", item.get("call_id")),
-            _CALLS[kind],
-            self._identity(state, index, "name", item.get("name")),
-            provisional=True,
+        call, started = self.open_call(
+            index, item.get("call_id"), item.get("name"), id_field="call_id", type_=_CALLS[kind]
         )
-        call.closed = False
         call.json = kind == "function_call"
-        call.item_id = self._identity(state, index, "id", item.get("id"))
-        field = "arguments" if call.json else "input"
-        first = item.get(field)
+        call.item_id = self._identity(self._choices[0], index, "id", item.get("id"))
+        first = item.get("arguments" if call.json else "input")
         if first:
-            self._piece(state, call, first)
-        started = self._name_known(call, whole=True) if call.name is not None else None
-        return _NO_EVENTS if started is None else (started,)
+            self._piece(self._choices[0], call, first)
+        return started
 
     def _delta(self, data: dict[str, Any]) -> Sequence[ToolCallStarted]:
         call = self._call(data, "function_call")
@@ -231,11 +209,15 @@ class _Items(Core):
         The items of the terminal event's output are not charged to ``Limits.max_kept``: one
         event, bounded by ``max_event``, after which the stream takes no more.
         """
-        before = self._items.get(index)
+        found = self._blocks.get(index)
+        before = None if found is None else found.detail
         kind = item.get("type")
         if kind not in _CALLS and not terminal:
             self.charge_kept(item, f"{source} {index}", index)
-        self._items[index] = item
+        if found is None:
+            found = self._blocks[index] = Block(str(kind), item)
+        else:
+            found.detail, found.kind = item, str(kind)
         call = self._calls0.get(index)
         if kind not in _CALLS:
             if call is not None or (before is not None and before.get("type") != kind):
@@ -255,9 +237,9 @@ class _Items(Core):
             )
         if call is None:
             # Never opened (a server that sends only the final output): open it now.
-            self._items.pop(index)
+            self._blocks.pop(index)
             started_events = self._added({"output_index": index, "item": {**item, "arguments": ""}})
-            self._items[index] = item
+            self._blocks[index].detail = item
             started = started_events[0] if started_events else None
             call = self._calls0[index]
         if call.json != (kind == "function_call"):
@@ -326,8 +308,7 @@ class ResponsesReader(_Items):
             _raise_error(data)
         if type(kind) is not str or not kind.startswith("response."):
             raise self.foreign(data, "a Responses event")
-        if self._ended is not None:
-            raise self.after_end(kind, self._ended)
+        self.check_open(kind)
         handler = _HANDLERS.get(kind)
         if handler is None:
             return _NO_EVENTS  # events this wire adds later, and server tools' progress
@@ -368,8 +349,7 @@ class ResponsesReader(_Items):
             error = response.get("error")
             found = as_object(error)
             _raise_error(response if found is None else found, "response.failed: ")
-        self._ended = kind
-        self._fast = False  # every later event takes the full path, which refuses it
+        self.end_message(kind, None)
         output = response.get("output")
         started: list[ToolCallStarted] = []
         if isinstance(output, list):
@@ -409,8 +389,8 @@ class ResponsesReader(_Items):
             if type(call.id) is str:
                 calls.setdefault(call.id, []).append(i)
         ids: dict[str, int] = {}
-        for at, known in self._items.items():
-            ident = known.get("id")
+        for at, known in self._blocks.items():
+            ident = known.detail.get("id")
             if type(ident) is str:
                 ids.setdefault(ident, at)
         # First what names its place (a call_id of one call, an item id), then the calls of
@@ -437,12 +417,12 @@ class ResponsesReader(_Items):
         seen: set[int] = set()
         for position, (item, index) in enumerate(zip(items, found, strict=True)):
             if index is None or index in seen:
-                before = self._items.get(position)
+                before = self._blocks.get(position)
                 free = position not in seen and position not in taken
-                if free and (before is None or before["type"] == item["type"]):
+                if free and (before is None or before.detail["type"] == item["type"]):
                     index = position
                 else:
-                    index = max([*self._items, *taken, *seen, position]) + 1
+                    index = max([*self._blocks, *taken, *seen, position]) + 1
             seen.add(index)
             placed.append(index)
         return placed
@@ -479,7 +459,6 @@ class ResponsesReader(_Items):
     def _release(self) -> None:
         super()._release()
         self._text.clear()
-        self._items.clear()
 
     def _settle(self) -> None:
         state = self._choices[0]
@@ -489,27 +468,34 @@ class ResponsesReader(_Items):
         for what, pieces in parts.items():
             if pieces:
                 setattr(state, what, TextBuffer("".join(pieces)))
-        streamed: dict[int, list[dict[str, Any]]] = {}
-        for (index, _, what), buffer in sorted(self._text.items(), key=lambda kv: kv[0]):
-            if what == "content":
-                part = {"type": "output_text", "text": buffer.getvalue(), "annotations": []}
-            elif what == "refusal":
-                part = {"type": "refusal", "refusal": buffer.getvalue()}
-            else:
+        super()._settle()
+
+    def render(self, index: int, block: Block) -> dict[str, Any]:
+        """The item in its latest form; a message never sent whole gets its streamed text."""
+        item = block.detail
+        if item["type"] == "message" and not item.get("content"):
+            # Never sent in its final form: what was streamed is its content.
+            streamed = self._streamed(index)
+            if streamed:
+                return {**item, "content": streamed}
+        return item
+
+    def _streamed(self, index: int) -> list[dict[str, Any]]:
+        """The text and refusal parts streamed for the item at ``index``, in order."""
+        found: list[dict[str, Any]] = []
+        for (at, _, what), buffer in sorted(self._text.items(), key=lambda kv: kv[0]):
+            if at != index:
                 continue
-            streamed.setdefault(index, []).append(part)
-        items: list[dict[str, Any] | CallItem] = []
-        for index in sorted(self._items):
-            item = self._items[index]
-            if item["type"] == "message" and not item.get("content") and index in streamed:
-                # Never sent in its final form: what was streamed is its content.
-                item = {**item, "content": streamed[index]}
-            if item["type"] in _CALLS and index in self._calls0:
-                field = "arguments" if self._calls0[index].json else "input"
-                items.append(new_call_item(index, _render_call(item, field)))
-            else:
-                items.append(item)
-        state.items = tuple(items)
+            if what == "content":
+                found.append({"type": "output_text", "text": buffer.getvalue(), "annotations": []})
+            elif what == "refusal":
+                found.append({"type": "refusal", "refusal": buffer.getvalue()})
+        return found
+
+    def render_call(self, index: int, block: Block) -> Callable[[ToolCall], dict[str, Any]]:
+        """The call's item as sent, with the arguments (or input) as assembled."""
+        field = "arguments" if self._calls0[index].json else "input"
+        return _render_call(block.detail, field)
 
     def content_size(self) -> int:
         """Characters of output text received so far."""
