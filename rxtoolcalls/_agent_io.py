@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import inspect
 import json
 import socket
@@ -29,14 +30,13 @@ from .sources import (
     _close,
     _openai_response_kind,
     _typed_sdk_error,
-    from_anthropic_stream,
-    from_async_anthropic_stream,
     from_async_iterable,
     from_async_openai_response,
     from_async_openai_stream,
     from_openai_response,
     from_openai_stream,
 )
+from .wires import WIRES
 
 __all__ = ["RunsOn", "open_chunks", "run_tool", "schema_problem", "typed_failure"]
 
@@ -52,9 +52,15 @@ _PROGRAMMING_ERRORS = (
     RecursionError,
 )
 # Transport and SDK packages whose errors (programming errors aside) may pass on a second try.
-_NETWORK_PACKAGES = frozenset(
-    {"httpx", "httpx2", "httpcore", "httpcore2", "h11", "h2", "openai", "anthropic", "aiohttp"}
+_TRANSPORT_PACKAGES = frozenset(
+    {"httpx", "httpx2", "httpcore", "httpcore2", "h11", "h2", "aiohttp"}
 )
+
+
+@functools.cache
+def _network_packages() -> frozenset[str]:
+    """The transports' packages and every wire's SDK packages."""
+    return _TRANSPORT_PACKAGES.union(*(spec.sdk_packages for spec in WIRES))
 
 
 def _status(error: BaseException) -> int | None:
@@ -105,7 +111,7 @@ def _transient(error: BaseException) -> bool:
         return error.errno in _NETWORK_ERRNOS
     if type(error).__name__ in _CONFIGURATION_ERRORS:
         return False
-    return type(error).__module__.partition(".")[0] in _NETWORK_PACKAGES
+    return type(error).__module__.partition(".")[0] in _network_packages()
 
 
 def _inband_error(error: Exception, status: int | None) -> ProviderError | None:
@@ -196,14 +202,10 @@ def open_chunks(value: object, loop: asyncio.AbstractEventLoop | None) -> Observ
     """What ``open_stream`` returned, as an Observable of chunks; ``TypeError`` if unusable."""
     if isinstance(value, Observable):
         return value
-    if type(value).__module__.partition(".")[0] == "anthropic" and not inspect.isawaitable(value):
-        # Its streams, MessageStreams and managers: the anthropic source leaves out the
-        # events the manager adds, and enters a manager on each attempt.
-        if isinstance(value, AsyncIterable) or hasattr(value, "__aenter__"):
-            if loop is not None:
-                return from_async_anthropic_stream(value, loop=loop)
-        elif isinstance(value, Iterable) or hasattr(value, "__enter__"):
-            return from_anthropic_stream(value)
+    for spec in WIRES:
+        found = spec.sdk_stream(value, loop)
+        if found is not None:
+            return found
     response_kind = _openai_response_kind(value)
     if response_kind is not None:
         # openai's with_streaming_response: its raw bytes, read without per-chunk models.

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from reactivex import Observable
+
     from ._core import Core
     from ._errors import ProviderError
     from ._types import AssistantTurn
@@ -128,6 +132,12 @@ class WireSpec:
     """Error types or codes that a retry cannot help."""
     sdk_error: Callable[[Exception], ProviderError | None]
     """The wire's SDK error as a ``ProviderError``; ``None`` for an error of another SDK."""
+    sdk_packages: frozenset[str]
+    """The top-level packages of the wire's SDK: their errors (a lost connection) may pass on
+    a second try."""
+    sdk_stream: Callable[[object, asyncio.AbstractEventLoop | None], Observable[Any] | None]
+    """What an agent's ``open_stream`` returned, as an Observable of events, when it is the
+    wire's own SDK stream that needs its own source; ``None`` otherwise."""
     path: str
     """The server's main path, as logs and messages show it."""
     routes: tuple[Route, ...]

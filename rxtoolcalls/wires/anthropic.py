@@ -29,8 +29,14 @@ Rules (``AnthropicReader.feed``):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+import inspect
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from reactivex import Observable
 
 from .._block_transcript import BlockShape, transcript
 from .._blocks import Block, Blocks
@@ -414,6 +420,22 @@ def _tool_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None:
     return [(name, tool.get("input_schema"))]
 
 
+def _sdk_stream(value: object, loop: asyncio.AbstractEventLoop | None) -> Observable[Any] | None:
+    """An anthropic stream, MessageStream or manager, read by the anthropic sources.
+
+    They leave out the events the manager adds, and enter a manager on each attempt.
+    """
+    if type(value).__module__.partition(".")[0] != "anthropic" or inspect.isawaitable(value):
+        return None
+    from ..sources import from_anthropic_stream, from_async_anthropic_stream
+
+    if isinstance(value, AsyncIterable) or hasattr(value, "__aenter__"):
+        return None if loop is None else from_async_anthropic_stream(value, loop=loop)
+    if isinstance(value, Iterable) or hasattr(value, "__enter__"):
+        return from_anthropic_stream(value)
+    return None
+
+
 WIRE = WireSpec(
     name="anthropic",
     title="Anthropic Messages",
@@ -438,6 +460,8 @@ WIRE = WireSpec(
         {"invalid_request_error", "authentication_error", "permission_error", "not_found_error"}
     ),
     sdk_error=_sdk_error,
+    sdk_packages=frozenset({"anthropic"}),
+    sdk_stream=_sdk_stream,
     path="/v1/messages",
     routes=(Route("/messages", None, SSE_NAMED),),
     reply=_message,

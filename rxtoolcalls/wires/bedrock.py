@@ -900,6 +900,16 @@ def _tool_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None:
     return [(name, schema.get("json") if isinstance(schema, Mapping) else None)]
 
 
+def _sdk_stream(value: object, loop: asyncio.AbstractEventLoop | None) -> Observable[Any] | None:
+    """A botocore (or aiobotocore) ``EventStream``, or the response dict holding one."""
+    found = value.get("stream", value.get("body")) if isinstance(value, Mapping) else value
+    if not type(found).__module__.startswith(("botocore", "aiobotocore")):
+        return None
+    if isinstance(found, AsyncIterable):
+        return None if loop is None else from_async_bedrock_stream(found, loop=loop)
+    return from_bedrock_stream(found)
+
+
 WIRE = WireSpec(
     name="bedrock",
     title="AWS Bedrock Converse",
@@ -922,6 +932,8 @@ WIRE = WireSpec(
     retryable=RETRYABLE_EXCEPTIONS,
     final=FINAL_EXCEPTIONS,
     sdk_error=_client_error,
+    sdk_packages=frozenset({"botocore", "urllib3"}),
+    sdk_stream=_sdk_stream,
     path="/model/{modelId}/converse-stream",
     routes=(
         Route("/converse-stream", True, _CONVERSE),

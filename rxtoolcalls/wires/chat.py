@@ -30,7 +30,12 @@ Rules (``ChatReader.feed``):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from reactivex import Observable
 
 from .._close import _where
 from .._core import (
@@ -740,6 +745,11 @@ def function_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None
     return [(name, function.get("parameters"))]
 
 
+def no_sdk_stream(value: object, loop: asyncio.AbstractEventLoop | None) -> Observable[Any] | None:
+    """None: the agent reads the openai SDK's streams (and any iterable) on its own."""
+    return None
+
+
 WIRE = WireSpec(
     name="chat",
     title="OpenAI Chat Completions",
@@ -764,6 +774,8 @@ WIRE = WireSpec(
         }
     ),
     sdk_error=openai_sdk_error,
+    sdk_packages=frozenset({"openai"}),
+    sdk_stream=no_sdk_stream,
     path="/v1/chat/completions",
     routes=(Route("/chat/completions", None, SSE_DATA_DONE),),
     reply=_completion,

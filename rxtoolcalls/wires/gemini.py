@@ -46,7 +46,12 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from reactivex import Observable
 
 from .._core import (
     _ABSENT,
@@ -1285,6 +1290,11 @@ def _tool_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None:
     return found
 
 
+def _sdk_stream(value: object, loop: asyncio.AbstractEventLoop | None) -> Observable[Any] | None:
+    """None: a google-genai stream is an iterator of responses, read like any iterable."""
+    return None
+
+
 WIRE = WireSpec(
     name="gemini",
     title="Google Gemini",
@@ -1302,6 +1312,8 @@ WIRE = WireSpec(
     retryable=frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED"}),
     final=frozenset({"INVALID_ARGUMENT", "PERMISSION_DENIED", "UNAUTHENTICATED", "NOT_FOUND"}),
     sdk_error=_sdk_error,
+    sdk_packages=frozenset(),
+    sdk_stream=_sdk_stream,
     path="/v1beta/models/{model}:streamGenerateContent",
     routes=(
         Route(":streamGenerateContent", True, SSE_DATA),

@@ -68,7 +68,7 @@ from .._wire import (
     answer_text,
     text_of,
 )
-from .chat import function_schemas, openai_error_body, openai_sdk_error
+from .chat import function_schemas, no_sdk_stream, openai_error_body, openai_sdk_error
 
 __all__ = ["WIRE", "ResponsesReader", "identifies"]
 
@@ -704,6 +704,8 @@ WIRE = WireSpec(
     retryable=frozenset(),
     final=frozenset(),
     sdk_error=openai_sdk_error,
+    sdk_packages=frozenset({"openai"}),
+    sdk_stream=no_sdk_stream,
     path="/v1/responses",
     routes=(Route("/responses", None, SSE_NAMED),),
     reply=_response,
