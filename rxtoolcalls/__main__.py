@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import importlib
 import itertools
@@ -33,13 +34,11 @@ from ._errors import (
     UnknownToolError,
 )
 from ._policy import DEFAULT, LENIENT, Policy
-from ._reader import recording_wire
 from ._sse import DONE, SSEDecoder, chunk_from_event, error_field_error
 from ._types import AssistantTurn, ToolCallStarted
 from .agent import ToolExecutionError, TurnLimitError
 from .operators import assemble, progress
 from .sources import from_openai_stream, read_jsonl, record
-from .wires import lookup
 
 __all__ = ["EXIT_CODES", "main"]
 
@@ -91,6 +90,10 @@ def _flag_hint(error: ToolCallStreamError, command: str) -> str | None:
     if isinstance(error, MultipleChoicesError):
         return "request one choice (n=1)"
     return None
+
+
+def _a(words: str) -> str:
+    return f"an {words}" if words[:1] in "aeiou" else f"a {words}"
 
 
 def _one_line(text: str) -> str:
@@ -300,9 +303,18 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _json_text(value: Any) -> str:
-    r"""``value`` as indented JSON, readable UTF-8; lone surrogates stay ``\uXXXX`` escapes."""
+    r"""``value`` as indented JSON, readable UTF-8; lone surrogates stay ``\uXXXX`` escapes.
+
+    ``bytes`` (a Bedrock redacted reasoning block) are the base64 text the wire carries.
+    """
     # Inside a JSON string the escape decodes back to the same code point: nothing is lost.
-    return _escape_surrogates(json.dumps(value, indent=2, ensure_ascii=False))
+    return _escape_surrogates(json.dumps(value, indent=2, ensure_ascii=False, default=_base64_text))
+
+
+def _base64_text(value: object) -> str:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def _report(
@@ -444,13 +456,18 @@ def _export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         chunks = _load(name)
     except ToolCallStreamError as exc:
         return _explain(exc, err, "export")
-    # As the wire sends its events (its descriptor's framing); a capture that shows no wire
-    # has nothing to frame it by.
-    found = next((w for w in map(recording_wire, chunks) if w is not None), None)
-    framing = None if found is None else lookup(found).routes[0].framing
+    from .serve import _home
+
+    # As the wire sends its events (the framing of the route that serves them as they are:
+    # Bedrock InvokeModel envelopes as its chunk frames); a capture that shows no wire has
+    # nothing to frame it by but plain SSE data lines.
+    home = _home(chunks)
+    framing = None if home is None else home[1].framing
     to = args.to or ("sse" if framing is None else framing.name)
-    if to != "jsonl" and framing is not None and framing.name != to:
-        raise _UsageError(f"export: a {found} capture is framed as {framing.name}, not {to}")
+    if to != "jsonl" and (framing.name if framing is not None else "sse") != to:
+        shown = "a capture that shows no wire" if home is None else _a(f"{home[0].name} capture")
+        framed = "sse" if framing is None else framing.name
+        raise _UsageError(f"export: {shown} is framed as {framed}, not {to}")
     pieces: list[bytes] = []
     for number, chunk in enumerate(chunks, 1):
         # SSE as providers send it (ASCII escapes); JSONL as record writes it. NaN and
@@ -468,7 +485,16 @@ def _export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         elif framing is None:
             pieces.append(f"data: {text}\n\n".encode())
         else:
-            pieces.append(framing.frame(chunk))
+            try:
+                pieces.append(framing.frame(chunk))
+            except Exception as error:  # noqa: BLE001 - a chunk the wire cannot send: one line
+                if isinstance(error, ToolCallStreamError):
+                    found = error
+                else:
+                    found = MalformedChunkError(
+                        f"it cannot be framed as {to} ({type(error).__name__}: {error})"
+                    )
+                return _explain(found, err, "export", f"chunk {number}: ")
     if framing is not None and to != "jsonl":
         pieces.append(framing.end)
     body = b"".join(pieces)
@@ -489,7 +515,7 @@ def _log(line: str, err: TextIO) -> None:
 
 
 def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .serve import ReplayServer
+    from .serve import ReplayServer, _home, _route_path
 
     if args.demo == bool(args.files):
         raise _UsageError("serve: give capture FILES or --demo")
@@ -510,7 +536,8 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise _UsageError(
             f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}"
         ) from None
-    paths = ", ".join(dict.fromkeys(lookup(wire).path for wire in server.wires if wire is not None))
+    homes = [found for found in map(_home, recordings) if found is not None]
+    paths = ", ".join(dict.fromkeys(_route_path(spec, route) for spec, route in homes))
     shown = f" ({paths})" if paths else ""
     # The address ends the line: scripts read it from there.
     print(
@@ -816,10 +843,12 @@ def _parser() -> argparse.ArgumentParser:
 
     export = sub.add_parser(
         "export",
-        help="write a capture to stdout as raw SSE (or as .jsonl)",
+        help="write a capture to stdout as the provider sends it (or as .jsonl)",
         description="Convert a capture: .jsonl to the raw Server-Sent Events a provider sends "
         "(Chat: data: lines, then data: [DONE]; Responses and Anthropic: each event named by "
-        "its type), or raw SSE to .jsonl. Nothing is assembled.",
+        "its type), a Bedrock capture to the AWS event-stream frames it sends (binary: "
+        "ConverseStream events, or InvokeModel chunk frames), or raw SSE to .jsonl. Nothing is "
+        "assembled.",
     )
     export.add_argument("file", nargs="?", help="the capture: .jsonl, raw SSE (.sse or sniffed), -")
     capture_options(export, "FILE")
@@ -833,12 +862,15 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser(
         "serve",
-        help="replay captures over a local OpenAI-, Anthropic- and Gemini-compatible endpoint",
+        help="replay captures over a local OpenAI-, Anthropic-, Gemini- and Bedrock-compatible "
+        "endpoint",
         description="Answer on 127.0.0.1 with the captures in order, one per request, each at "
         "its wire's path: POST /v1/chat/completions (Chat), /v1/responses (Responses), "
         "/v1/messages (Anthropic), /v1beta/models/MODEL:streamGenerateContent?alt=sse "
-        "(Gemini; give Anthropic and Gemini clients the address without /v1); after the last "
-        "capture, the last one is answered again. A request with stream: true (Gemini: at "
+        "(Gemini), /model/MODEL/converse-stream and /model/MODEL/invoke-with-response-stream "
+        "(Bedrock, as AWS event-stream frames; /model/MODEL/converse answers without a "
+        "stream; give Anthropic, Gemini and boto3 clients the address without /v1); after the "
+        "last capture, the last one is answered again. A request with stream: true (Gemini: at "
         ":streamGenerateContent) gets the capture as Server-Sent Events (Chat: then data: "
         "[DONE]; Gemini: data alone; Responses and Anthropic: each event named by its type); "
         "one without it (Gemini: at :generateContent) gets the capture assembled into one "

@@ -9,9 +9,16 @@ by ``delay`` seconds per chunk (Chat: ``data:`` lines, then ``data: [DONE]``; Ge
 lines alone; Responses and Anthropic: each event named by its ``type``, as the providers send
 them and as the anthropic SDK requires); without it (on Gemini, ``:generateContent``), the one
 object the recording stands for (a ``chat.completion``, a ``response``, a ``message``, a
-``GenerateContentResponse``). ``GET /v1/models`` lists the recordings' models. Errors are JSON
-bodies in the wire's shape (OpenAI ``{"error": {...}}``, Anthropic ``{"type": "error",
-"error": {...}}``, Google ``{"error": {"code", "message", "status"}}``).
+``GenerateContentResponse``). AWS Bedrock: ``POST /model/{modelId}/converse-stream`` streams
+a ConverseStream recording as event-stream frames (an exception event as an exception frame),
+``/model/{modelId}/converse`` answers its ``Converse`` reply, and
+``/model/{modelId}/invoke-with-response-stream`` streams an Anthropic recording (its events, or
+the InvokeModel ``chunk`` envelopes recorded) as ``chunk`` frames; each frame is one HTTP chunk
+(``Transfer-Encoding: chunked``), as Bedrock sends them, so that boto3 reads it as it comes.
+``GET /v1/models`` lists the recordings' models. Errors are JSON bodies in the wire's shape
+(OpenAI ``{"error": {...}}``, Anthropic ``{"type": "error", "error": {...}}``, Google
+``{"error": {"code", "message", "status"}}``, AWS ``{"__type", "message"}``). A chunk the
+route cannot frame, or a reply that cannot be built, is a 500 naming it, never a traceback.
 """
 
 from __future__ import annotations
@@ -30,11 +37,14 @@ import reactivex
 
 from ._errors import ProviderError, ToolCallStreamError
 from ._reader import recording_wire
-from ._wire import Framing, Route, WireSpec
+from ._wire import Route, WireSpec
 from .operators import assemble_choices
 from .wires import WIRES, lookup
 
 __all__ = ["ReplayServer"]
+
+_POLL = 0.05
+"""Seconds between the background server's checks for ``stop()``."""
 
 MAX_BODY = 16 * 1024 * 1024
 """The largest request body read (bytes); a longer ``Content-Length`` gets 413."""
@@ -86,13 +96,92 @@ def _error_body(status: int, message: str, kind: str, code: object) -> dict[str,
     return {"error": {"message": message, "type": kind, "code": code}}
 
 
+# Framings sent as HTTP/1.1 chunks, one frame each. A client reading a body that has neither
+# a length nor chunks waits for a whole block: botocore (through urllib3) reads 64 KB, so a
+# paced event stream reached boto3 only at its end. SSE clients read what has arrived.
+_CHUNKED = frozenset({"eventstream"})
+
+
+def _http_chunk(data: bytes) -> bytes:
+    """``data`` as one chunk of a ``Transfer-Encoding: chunked`` body (never the last)."""
+    return b"%x\r\n%s\r\n" % (len(data), data) if data else b""
+
+
 def _paths() -> str:
     return ", ".join(spec.path for spec in WIRES)
 
 
+def _event_wire(event: dict[str, Any]) -> str | None:
+    """The wire an event shows (the one it wraps, for an envelope), or ``None``.
+
+    An envelope whose inside cannot be read (an InvokeModel ``chunk`` whose ``bytes`` are not
+    base64 JSON) shows none: a replay serves broken streams too, for a client to fail on.
+    """
+    try:
+        return recording_wire(event)
+    except ToolCallStreamError:
+        return None
+
+
 def _recording_wire(recording: Sequence[dict[str, Any]]) -> str | None:
     """The wire of the first event that shows one; ``None`` when none does (a lone error)."""
-    return next((w for w in map(recording_wire, recording) if w is not None), None)
+    return next((w for w in map(_event_wire, recording) if w is not None), None)
+
+
+def _route_path(spec: WireSpec, route: Route) -> str:
+    """A route's whole path as logs show it: the wire's main path, its tail replaced."""
+    return spec.path.removesuffix(spec.routes[0].tail) + route.tail
+
+
+def _served_at(wire: str) -> list[str]:
+    """Every path that serves a recording of ``wire``, the wire's main path first."""
+    return [
+        _route_path(spec, route)
+        for spec in WIRES
+        for route in spec.routes
+        if (route.serves or spec.name) == wire
+    ]
+
+
+def _home(recording: Sequence[dict[str, Any]]) -> tuple[WireSpec, Route] | None:
+    """The wire and route that send a recording's events as they are: ``None`` if it shows none.
+
+    Events of a wire: that wire's main route. Envelopes of another wire's events (Bedrock's
+    InvokeModel ``chunk``): the route of the wrapping wire that sends that wire's events.
+    """
+    for event in recording:
+        wire = _event_wire(event)
+        if wire is None:
+            continue
+        for outer in WIRES:
+            route = next((r for r in outer.routes if r.serves == wire), None)
+            if route is not None and _wraps(outer, event):
+                return outer, route
+        spec = lookup(wire)
+        return spec, spec.routes[0]
+    return None
+
+
+def _wraps(spec: WireSpec, event: dict[str, Any]) -> bool:
+    """Whether ``event`` is an envelope of ``spec``'s (one it can open)."""
+    try:
+        return spec.unwrap is not None and spec.unwrap(event) is not None
+    except ToolCallStreamError:
+        return False
+
+
+def _bare(event: dict[str, Any]) -> Any:
+    """The event inside an envelope (Bedrock's InvokeModel ``chunk``), else ``event`` itself."""
+    for spec in WIRES:
+        if spec.unwrap is not None:
+            inner = spec.unwrap(event)
+            if inner is not None:
+                return inner
+    return event
+
+
+def _a(word: str) -> str:
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
 
 
 class ReplayServer:
@@ -110,7 +199,8 @@ class ReplayServer:
     the reply is complete; control characters in a line are written as ``\xHH``. A client's
     misuse is never a traceback: a bad request gets a 4xx JSON error, and headers or a body
     that stop coming get 408 after ``timeout`` seconds. ``base_url`` is for an OpenAI client,
-    ``root_url`` for an Anthropic or a google-genai one (``HttpOptions(base_url=...)``).
+    ``root_url`` for an Anthropic or a google-genai one (``HttpOptions(base_url=...)``), and
+    for boto3 (``client("bedrock-runtime", endpoint_url=...)``).
 
     >>> with ReplayServer([[{"choices": []}]]) as server:
     ...     server.base_url.startswith("http://127.0.0.1:")
@@ -205,7 +295,10 @@ class ReplayServer:
                         log(_visible(f"{self.client_address[0]} {request} {text}"))
 
             def send_json(self, status: int, payload: object) -> None:
-                body = json.dumps(payload).encode()
+                self.send_body(status, json.dumps(payload).encode())
+
+            def send_body(self, status: int, body: bytes) -> None:
+                """Send ``body``, JSON already, with its length."""
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -302,14 +395,14 @@ class ReplayServer:
                 if wire is not None and wire != serves:
                     self.fail(
                         400,
-                        f"recording {which + 1} is a {wire} stream, served at "
-                        f"{lookup(wire).path}, not at {spec.path}",
+                        f"recording {which + 1} is {_a(wire)} stream, served at "
+                        f"{' or '.join(_served_at(wire))}, not at {_route_path(spec, route)}",
                     )
                     return
                 self.detail = f"recording {which + 1}/{len(server.recordings)}"
                 streamed = request.get("stream") is True if route.streams is None else route.streams
                 if streamed:
-                    self.stream(chunks, server.cut.get(number), route.framing)
+                    self.stream(chunks, server.cut.get(number), route)
                 else:
                     self.complete(chunks, lookup(serves))
 
@@ -337,6 +430,8 @@ class ReplayServer:
                         .run()
                     )
                     answer = self.spec.reply(turns, chunks)
+                    kind = answer.get("object") or answer.get("type") or "reply"
+                    body = json.dumps(answer).encode()
                 except ToolCallStreamError as error:
                     self.detail += f", {type(error).__name__}"
                     code = error.code if isinstance(error, ProviderError) else None
@@ -345,14 +440,38 @@ class ReplayServer:
                     )
                     self.send_json(502, payload)
                     return
-                kind = answer.get("object") or answer.get("type") or "reply"
+                except Exception as error:  # noqa: BLE001 - the recording's fault: one log line
+                    self.fail(500, f"{self.detail}: no reply: {type(error).__name__}: {error}")
+                    return
                 self.detail += f", one {kind} (no stream: true)"
-                self.send_json(200, answer)
+                self.send_body(200, body)
+
+            def frames(self, chunks: list[dict[str, Any]], route: Route) -> list[bytes] | None:
+                """Every chunk framed before the reply starts, or ``None`` after a 500."""
+                # A route of the wire's own events sends an envelope's inside (an InvokeModel
+                # chunk recording served at the Anthropic path); an envelope route wraps.
+                bare = route.serves is None
+                frames: list[bytes] = []
+                for chunk in chunks:
+                    try:
+                        frames.append(route.framing.frame(_bare(chunk) if bare else chunk))
+                    except Exception as error:  # noqa: BLE001 - the recording's: one log line
+                        self.fail(
+                            500,
+                            f"{self.detail}: chunk {len(frames) + 1} cannot be sent as "
+                            f"{route.framing.name}: {type(error).__name__}: {error}",
+                        )
+                        return None
+                return frames
 
             def stream(
-                self, chunks: list[dict[str, Any]], stop_after: int | None, framing: Framing
+                self, chunks: list[dict[str, Any]], stop_after: int | None, route: Route
             ) -> None:
                 shown = len(chunks) if stop_after is None else min(stop_after, len(chunks))
+                frames = self.frames(chunks[:shown], route)
+                if frames is None:
+                    return
+                framing = route.framing
                 self.detail += f", {shown} chunks streamed"
                 if shown < len(chunks):
                     self.detail += ", then the connection dropped"
@@ -363,15 +482,22 @@ class ReplayServer:
                     self.send_header("Content-Type", framing.media_type)
                     self.send_header("Cache-Control", "no-cache")
                     self.send_header("Connection", "close")
+                    chunked = framing.name in _CHUNKED
+                    if chunked:
+                        self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
-                    for chunk in chunks[:shown]:
-                        self.wfile.write(framing.frame(chunk))
+                    for data in frames:
+                        self.wfile.write(_http_chunk(data) if chunked else data)
                         self.wfile.flush()
                         sent += 1
                         if server.delay and not self.pause(server.delay):
                             raise ConnectionResetError  # the client left during the pause
                     if shown < len(chunks):
-                        self.connection.shutdown(socket.SHUT_RDWR)  # a dropped connection
+                        # A dropped connection: chunked, the body also lacks its last chunk.
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    elif chunked:
+                        self.wfile.write(_http_chunk(framing.end) + b"0\r\n\r\n")
+                        self.wfile.flush()
                     elif framing.end:
                         self.wfile.write(framing.end)  # Chat's [DONE]; the others have none
                         self.wfile.flush()
@@ -391,13 +517,17 @@ class ReplayServer:
 
     @property
     def root_url(self) -> str:
-        """The ``base_url`` to give an Anthropic client (no ``/v1``: it adds its own)."""
+        """The ``base_url`` to give an Anthropic client (no ``/v1``: it adds its own), or boto3."""
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     def start(self) -> ReplayServer:
         """Serve on a background thread."""
         self._serving = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # stop() waits for the loop to see its request: at socketserver's default poll of
+        # 0.5 s, every server a test suite starts and stops cost half a second.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": _POLL}, daemon=True
+        )
         self._thread.start()
         return self
 
