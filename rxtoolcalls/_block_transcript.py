@@ -29,6 +29,9 @@ class BlockShape:
     """The error result that answers a call that never ran."""
     text: Callable[[str], dict[str, Any]]
     """A text block."""
+    alternate: bool
+    """Whether the API refuses two messages of one role in a row (Bedrock's Converse does;
+    Anthropic's joins them): a repair then joins them itself."""
 
 
 def blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -138,7 +141,27 @@ def transcript(shape: BlockShape) -> Transcript:
             ):
                 out.append({"role": "user", "content": [shape.cancelled(c) for c in missing]})
                 wanted, missing = [], []
+        return joined(out) if shape.alternate else out
+
+    def joined(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Messages with each run of one role joined into one message.
+
+        A dropped turn leaves the user's words before and after it side by side.
+        """
+        out: list[dict[str, Any]] = []
+        for message in messages:
+            last = out[-1] if out else None
+            if last is not None and last.get("role") == message.get("role"):
+                out[-1] = {**last, "content": [*content_of(last), *content_of(message)]}
+            else:
+                out.append(message)
         return out
+
+    def content_of(message: Mapping[str, Any]) -> list[Any]:
+        content = message.get("content")
+        if isinstance(content, str):
+            return [shape.text(content)] if content else []
+        return list(content) if isinstance(content, list) else []
 
     def open_turn(messages: Messages) -> Found | None:
         at = len(messages) - 1

@@ -666,10 +666,11 @@ def agent_loop(
     """Run the tool conversation until a turn has no tool calls; emit its progress.
 
     ``open_stream(messages)`` opens one stream of any wire (Chat Completions, Responses,
-    Anthropic Messages; detected from its events): an Observable of events, an SDK ``Stream``
-    or ``AsyncStream``, the coroutine ``AsyncOpenAI().….create(…, stream=True)`` returns
-    (awaited on the loop), or any iterable of events. ``messages`` are in that wire's shape:
-    Chat messages, Responses input items, or Anthropic messages. ``tools`` maps names to
+    Anthropic Messages, Gemini, Bedrock; detected from its events): an Observable of events,
+    an SDK ``Stream`` or ``AsyncStream``, the coroutine ``AsyncOpenAI().….create(…,
+    stream=True)`` returns (awaited on the loop), boto3's ``converse_stream(...)`` response or
+    its ``EventStream``, or any iterable of events. ``messages`` are in that wire's shape:
+    Chat messages, Responses input items, Anthropic or Bedrock messages, Gemini contents. ``tools`` maps names to
     callables taking the arguments as keywords (sync, ``async``, or returning an Observable; a
     ``parameters`` attribute holding a JSON schema is checked first); a Responses custom tool
     gets its free-form input as one positional ``str``. Emits ``ToolCallStarted`` as names
@@ -681,11 +682,13 @@ def agent_loop(
       JSON cannot hold as its ``str``), in call order, in the turn's wire: Chat tool
       messages, Responses ``function_call_output`` items, one Anthropic user message of
       ``tool_result`` blocks (``is_error`` on failures), one Gemini content of
-      ``functionResponse`` parts (a mapping as the ``response`` itself). Calls of a turn run
+      ``functionResponse`` parts (a mapping as the ``response`` itself), one Bedrock user
+      message of ``toolResult`` blocks (``"status": "error"`` on failures). Calls of a turn run
       concurrently on a pool scheduler; server-run items (web search, MCP…) go back
       verbatim, never dispatched.
     - The loop ends on the wire's prose stop: a turn with no client tool calls (Chat
-      ``stop``, Responses ``completed``, Anthropic ``end_turn``/``stop_sequence``). An
+      ``stop``, Responses ``completed``, Anthropic and Bedrock ``end_turn``/``stop_sequence``,
+      Gemini ``STOP``). An
       Anthropic ``pause_turn`` is continued: its content is sent back as the last message and
       the model streams again, with nothing dispatched; each stream counts as a turn.
     - Retried, ``retries`` times after ``backoff`` seconds doubled each time, on the loop's

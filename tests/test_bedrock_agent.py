@@ -336,12 +336,6 @@ def test_a_partly_answered_bedrock_turn_gets_its_missing_answer() -> None:
     assert sent(repaired) == as_sent(repaired)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="repair_transcript(mode='drop') leaves two user messages in a row on Bedrock; "
-    "Converse refuses them (ValidationException: A conversation must alternate between user "
-    "and assistant roles)",
-)
 def test_dropping_a_bedrock_turn_keeps_the_roles_alternating() -> None:
     stopped = [*ASK, assembled(load(TOOL_TURN)).to_message()]
     words = {"role": "user", "content": [{"text": "and in Rome?"}]}

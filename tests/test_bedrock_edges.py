@@ -235,11 +235,6 @@ def test_chunk_envelopes_at_the_anthropic_path_are_sent_as_their_events(serve: A
     assert turn == assembled(load(f"{INVOKE}.anthropic"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wires/bedrock.py _chunk_frame wraps an exception event in a chunk frame: boto3 "
-    "yields it as an Anthropic event, and the reader refuses it (MalformedChunkError)",
-)
 def test_an_invoke_model_exception_event_is_an_exception_frame(serve: Any) -> None:
     events = [*load(f"{INVOKE}.anthropic")[:3], {"modelTimeoutException": {"message": "late"}}]
     served = serve([events])
@@ -337,11 +332,6 @@ def test_converse_reply_of_redacted_reasoning_carries_base64(serve: Any) -> None
     assert redacted == [base64.b64decode(text) for text in recorded]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wires/bedrock.py _error_body ignores the error's code: every failed Converse reply "
-    "is __type InternalServerException (502), so a validationException reads as retryable",
-)
 @pytest.mark.parametrize(("name", "retryable"), [EXCEPTIONS[0], EXCEPTIONS[-1]])
 def test_converse_of_an_exception_recording_keeps_its_exception(
     serve: Any, name: str, retryable: bool

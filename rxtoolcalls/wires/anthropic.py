@@ -452,6 +452,7 @@ WIRE = WireSpec(
             call=_call_block,
             result=_result_block,
             cancelled=_cancelled,
+            alternate=False,
             text=lambda text: {"type": "text", "text": text},
         )
     ),

@@ -495,7 +495,7 @@ class BedrockReader(_Blocks):
             raise self._not_an_event(event)
         ((name, body),) = event.items()
         if name not in _EVENTS:
-            if name in _EXCEPTIONS or (type(name) is str and name.endswith("Exception")):
+            if _is_exception(name):
                 raise _exception_error(name, body)
             return self._unknown_event(event, name, body)
         if name != "metadata":
@@ -797,15 +797,25 @@ def _frame(event: Mapping[str, Any]) -> bytes:
     """One ConverseStream event as a frame: an exception event as an exception frame."""
     ((name, body),) = event.items()
     payload = json.dumps(body, default=_base64).encode()
-    if name in _EXCEPTIONS or name.endswith("Exception"):
+    if _is_exception(name):
         headers = {":exception-type": name, ":content-type": "application/json"}
         return encode_frame({**headers, ":message-type": "exception"}, payload)
     headers = {":event-type": name, ":content-type": "application/json"}
     return encode_frame({**headers, ":message-type": "event"}, payload)
 
 
+def _is_exception(name: object) -> bool:
+    """Whether an event's name is an exception's (rule 8)."""
+    return name in _EXCEPTIONS or (type(name) is str and name.endswith("Exception"))
+
+
 def _chunk_frame(event: Mapping[str, Any]) -> bytes:
-    """One Anthropic event as InvokeModel sends it: a ``chunk`` frame, its bytes base64."""
+    """One Anthropic event as InvokeModel sends it: a ``chunk`` frame, its bytes base64.
+
+    An exception event goes as the exception frame it stands for, as on ConverseStream.
+    """
+    if len(event) == 1 and _is_exception(next(iter(event))):
+        return _frame(event)
     inner = unwrap_chunk(event)
     body = json.dumps(event if inner is None else inner).encode()
     return _frame({"chunk": {"bytes": base64.b64encode(body).decode("ascii")}})
@@ -858,11 +868,15 @@ _KINDS = {
     408: "ModelTimeoutException",
     411: "ValidationException",
     413: "ValidationException",
+    500: "InternalServerException",
     502: "InternalServerException",
 }
 
 
 def _error_body(status: int, message: str, kind: str, code: object) -> dict[str, Any]:
+    """``{"__type", "message"}``: the exception a recording holds, else the status's type."""
+    if isinstance(code, str) and (code in RETRYABLE_EXCEPTIONS or code in FINAL_EXCEPTIONS):
+        return {"__type": code[0].upper() + code[1:], "message": message}
     return {"__type": _KINDS.get(status, "ValidationException"), "message": message}
 
 
@@ -926,6 +940,7 @@ WIRE = WireSpec(
             call=_call_block,
             result=_result_block,
             cancelled=_cancelled,
+            alternate=True,
             text=lambda text: {"text": text},
         )
     ),
