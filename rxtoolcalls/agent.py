@@ -672,8 +672,8 @@ def agent_loop(
     its ``EventStream``, or any iterable of events. ``messages`` are in that wire's shape:
     Chat messages, Responses input items, Anthropic or Bedrock messages, Gemini contents.
     ``tools`` maps names to callables taking the arguments as keywords (sync, ``async``, or
-    returning an Observable; a ``parameters`` attribute holding a JSON schema is checked first); a Responses custom tool
-    gets its free-form input as one positional ``str``. Emits ``ToolCallStarted`` as names
+    returning an Observable; a ``parameters`` attribute holding a JSON schema is checked
+    first); a Responses custom tool gets its free-form input as one positional ``str``. Emits ``ToolCallStarted`` as names
     stream in, ``TurnRetried``, ``TurnFinished``, one ``ToolCallFinished`` per call, and
     finally the ``Conversation`` (``.pipe(final_conversation())`` keeps only that, typed).
 
