@@ -673,9 +673,9 @@ def agent_loop(
     Chat messages, Responses input items, Anthropic or Bedrock messages, Gemini contents.
     ``tools`` maps names to callables taking the arguments as keywords (sync, ``async``, or
     returning an Observable; a ``parameters`` attribute holding a JSON schema is checked
-    first); a Responses custom tool gets its free-form input as one positional ``str``. Emits ``ToolCallStarted`` as names
-    stream in, ``TurnRetried``, ``TurnFinished``, one ``ToolCallFinished`` per call, and
-    finally the ``Conversation`` (``.pipe(final_conversation())`` keeps only that, typed).
+    first); a Responses custom tool gets its free-form input as one positional ``str``. Emits
+    ``ToolCallStarted`` as names stream in, ``TurnRetried``, ``TurnFinished``, one
+    ``ToolCallFinished`` per call, and finally the ``Conversation`` (``.pipe(final_conversation())`` keeps only that, typed).
 
     - Nothing is appended until a turn is complete; then ``turn.to_message()`` and
       ``turn.tool_messages()`` of the tools' results (a failure as its exception, a result
