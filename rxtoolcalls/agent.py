@@ -675,7 +675,8 @@ def agent_loop(
     returning an Observable; a ``parameters`` attribute holding a JSON schema is checked
     first); a Responses custom tool gets its free-form input as one positional ``str``. Emits
     ``ToolCallStarted`` as names stream in, ``TurnRetried``, ``TurnFinished``, one
-    ``ToolCallFinished`` per call, and finally the ``Conversation`` (``.pipe(final_conversation())`` keeps only that, typed).
+    ``ToolCallFinished`` per call, and finally the ``Conversation``
+    (``.pipe(final_conversation())`` keeps only that, typed).
 
     - Nothing is appended until a turn is complete; then ``turn.to_message()`` and
       ``turn.tool_messages()`` of the tools' results (a failure as its exception, a result
