@@ -53,20 +53,18 @@ from .operators import (
     progress,
 )
 from .sources import (
-    from_anthropic_stream,
-    from_async_anthropic_stream,
-    from_async_gemini_stream,
     from_async_iterable,
     from_async_openai_response,
     from_async_openai_stream,
-    from_gemini_stream,
     from_jsonl,
     from_openai_response,
     from_openai_stream,
     from_sse,
 )
 from .transcript import repair_transcript
+from .wires.anthropic import from_anthropic_stream, from_async_anthropic_stream
 from .wires.bedrock import from_async_bedrock_stream, from_bedrock_stream
+from .wires.gemini import from_async_gemini_stream, from_gemini_stream
 
 __version__ = "0.1.0"
 

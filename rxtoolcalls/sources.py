@@ -29,13 +29,9 @@ from ._sse import DONE, SSEDecoder, error_field_error, load_json
 
 __all__ = [
     "demo_path",
-    "from_anthropic_stream",
-    "from_async_anthropic_stream",
-    "from_async_gemini_stream",
     "from_async_iterable",
     "from_async_openai_response",
     "from_async_openai_stream",
-    "from_gemini_stream",
     "from_jsonl",
     "from_openai_response",
     "from_openai_stream",
@@ -758,18 +754,6 @@ def _every(_: object) -> bool:
     return True
 
 
-def _raw_anthropic(event: object) -> bool:
-    """Whether ``event`` is on the wire: not one the SDK's ``MessageStream`` adds to it."""
-    # The manager adds "text", "input_json", "citation", "thinking", "signature" (and beta
-    # "compaction") events, and re-types the stop events it enriches. Those classes live in
-    # anthropic.lib.streaming; the wire's own (and dicts) pass.
-    if not type(event).__module__.startswith("anthropic.lib"):
-        return True
-    from .wires import anthropic  # the wires may import this module
-
-    return anthropic.identifies(event) or getattr(event, "type", None) == "error"
-
-
 def _raw_stream(stream: Any) -> Any:
     """The SDK ``Stream`` under a helper's stream (``MessageStream``, ``ResponseStream``).
 
@@ -849,134 +833,6 @@ def _async_sdk(
                 await _close(opened)
 
     return from_async_iterable(events, loop=loop)
-
-
-def from_anthropic_stream(stream: Any) -> Observable[Any]:
-    """The raw events of an anthropic SDK stream, sync (``RawMessageStreamEvent`` objects).
-
-    ``stream`` is ``client.messages.create(..., stream=True)``, the ``MessageStream`` that
-    ``with client.messages.stream(...) as s`` gives, or the manager ``messages.stream(...)``
-    itself (not entered): then each subscription enters it, sending the request, and leaves it
-    at the end, so a retry sends a new request. The manager's own events (``text``,
-    ``input_json``, ``citation``, ``thinking``, ``signature``) are left out: the wire's events
-    alone reach ``assemble()``. Reading, closing and disposing are as in
-    ``from_openai_stream``: disposing shuts the socket down at once. An ``error`` event and an
-    error status (``APIStatusError``: overloaded, rate limit, …) arrive as ``ProviderError``
-    with ``retryable``; a connection error as itself. Anything else is a ``TypeError`` at once.
-    """
-    if not (isinstance(stream, Iterable) or _is_manager(stream, "__enter__", "__iter__")):
-        raise _not_a_stream("from_anthropic_stream", stream, "from_async_anthropic_stream")
-    return _sync_sdk(stream, _raw_anthropic)
-
-
-def _not_a_stream(function: str, stream: object, other: str) -> TypeError:
-    sync = "async" not in function
-    fits = isinstance(stream, AsyncIterable if sync else Iterable) or hasattr(
-        stream, "__aenter__" if sync else "__enter__"
-    )
-    return TypeError(
-        f"{function} needs an anthropic {'' if sync else 'Async'}Stream, "
-        f"{'' if sync else 'Async'}MessageStream or messages.stream(...) manager, not "
-        f"{type(stream).__name__}" + (f": use {other}" if fits else "")
-    )
-
-
-def from_async_anthropic_stream(
-    stream: Any, *, loop: asyncio.AbstractEventLoop | None = None
-) -> Observable[Any]:
-    """The raw events of an anthropic SDK stream, async, read on an asyncio loop.
-
-    ``stream`` is ``await client.messages.create(..., stream=True)`` (an ``AsyncStream``),
-    the ``AsyncMessageStream`` of ``async with client.messages.stream(...) as s``, or that
-    manager itself (each subscription enters it, sending the request). The manager's own
-    events are left out, as in ``from_anthropic_stream``. Disposing cancels the pending read
-    and closes the stream (its HTTP response); SDK errors arrive typed as there; anything that
-    is not such a stream is a ``TypeError`` at once. Use
-    ``await from_async_anthropic_stream(s).pipe(assemble())`` inside the loop.
-    """
-    if not (isinstance(stream, AsyncIterable) or _is_manager(stream, "__aenter__", "__aiter__")):
-        raise _not_a_stream("from_async_anthropic_stream", stream, "from_anthropic_stream")
-    return _async_sdk(stream, _raw_anthropic, loop)
-
-
-def from_gemini_stream(stream: Any) -> Observable[Any]:
-    """The ``GenerateContentResponse`` chunks of a google-genai stream, sync.
-
-    ``stream`` is ``client.models.generate_content_stream(...)``, a generator: the request is
-    sent when the subscription first reads it, so it can be read once. Reads on the subscribing
-    thread, or on the scheduler given (``subscribe_on``, ``.run()``). Completing, failing or
-    disposing closes the generator, which closes its HTTP response; a dispose from another
-    thread while a read waits lands when the next chunk (or the read timeout) arrives, since a
-    running generator cannot be closed. An ``APIError`` (an error status, or an ``error``
-    object in the stream) arrives as ``ProviderError`` with ``retryable`` (429 and 5xx); a
-    connection error as itself. Anything else is a ``TypeError`` at once.
-    """
-    if not isinstance(stream, Iterable) or isinstance(stream, str | bytes | Mapping):
-        raise _not_a_gemini_stream("from_gemini_stream", stream)
-
-    def read(observer: abc.ObserverBase[Any], stopped: threading.Event) -> None:
-        for chunk in stream:
-            if stopped.is_set():
-                return
-            try:
-                observer.on_next(chunk)
-            except Exception as error:  # noqa: BLE001 - the subscriber's: raised by run()
-                raise _Downstream(error) from None
-            if stopped.is_set():
-                return
-
-    closer = getattr(stream, "close", None)
-    return _blocking_source(
-        read,
-        closer if callable(closer) else _nothing,
-        None,
-        close_any_thread=False,
-        typed=_typed_sdk_error,
-    )
-
-
-def from_async_gemini_stream(
-    stream: Any, *, loop: asyncio.AbstractEventLoop | None = None
-) -> Observable[Any]:
-    """The ``GenerateContentResponse`` chunks of a google-genai async stream, on an asyncio loop.
-
-    ``stream`` is ``client.aio.models.generate_content_stream(...)`` itself (a coroutine: the
-    subscription awaits it, sending the request) or what awaiting it gave (an async iterator);
-    either can be read once. Disposing cancels the pending read, which closes the HTTP
-    response, and closes the iterator. Errors are typed as in ``from_gemini_stream``; anything
-    else is a ``TypeError`` at once. Use ``await from_async_gemini_stream(s).pipe(assemble())``
-    inside the loop.
-    """
-    if not (inspect.isawaitable(stream) or isinstance(stream, AsyncIterable)):
-        raise _not_a_gemini_stream("from_async_gemini_stream", stream)
-
-    async def chunks() -> AsyncIterator[Any]:
-        async with _typed_errors():
-            opened = await stream if inspect.isawaitable(stream) else stream
-            if not isinstance(opened, AsyncIterable):
-                raise _not_a_gemini_stream("from_async_gemini_stream", opened)
-            try:
-                async for chunk in opened:
-                    yield chunk
-            finally:
-                await _close(opened)
-
-    return from_async_iterable(chunks, loop=loop)
-
-
-def _not_a_gemini_stream(function: str, stream: object) -> TypeError:
-    sync = "async" not in function
-    fits = (
-        (isinstance(stream, AsyncIterable) or inspect.isawaitable(stream))
-        if sync
-        else isinstance(stream, Iterable) and not isinstance(stream, str | bytes | Mapping)
-    )
-    other = "from_async_gemini_stream" if sync else "from_gemini_stream"
-    made = "client.models" if sync else "client.aio.models"
-    return TypeError(
-        f"{function} needs what {made}.generate_content_stream(...) returns, not "
-        f"{type(stream).__name__}" + (f": use {other}" if fits else "")
-    )
 
 
 @contextlib.asynccontextmanager

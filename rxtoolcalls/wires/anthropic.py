@@ -56,8 +56,15 @@ from .._types import (
     no_made_up_ids,
 )
 from .._wire import CANCELLED, Route, WireSpec
+from ..sources import _async_sdk, _is_manager, _sync_sdk
 
-__all__ = ["WIRE", "AnthropicReader", "identifies"]
+__all__ = [
+    "WIRE",
+    "AnthropicReader",
+    "from_anthropic_stream",
+    "from_async_anthropic_stream",
+    "identifies",
+]
 
 _TYPES = frozenset(
     {
@@ -427,8 +434,6 @@ def _sdk_stream(value: object, loop: asyncio.AbstractEventLoop | None) -> Observ
     """
     if type(value).__module__.partition(".")[0] != "anthropic" or inspect.isawaitable(value):
         return None
-    from ..sources import from_anthropic_stream, from_async_anthropic_stream
-
     if isinstance(value, AsyncIterable) or hasattr(value, "__aenter__"):
         return None if loop is None else from_async_anthropic_stream(value, loop=loop)
     if isinstance(value, Iterable) or hasattr(value, "__enter__"):
@@ -469,3 +474,64 @@ WIRE = WireSpec(
     error_body=_error_body,
     tool_schemas=_tool_schemas,
 )
+
+
+# -- the anthropic SDK's streams ----------------------------------------------------------
+
+
+def _raw_anthropic(event: object) -> bool:
+    """Whether ``event`` is on the wire: not one the SDK's ``MessageStream`` adds to it."""
+    # The manager adds "text", "input_json", "citation", "thinking", "signature" (and beta
+    # "compaction") events, and re-types the stop events it enriches. Those classes live in
+    # anthropic.lib.streaming; the wire's own (and dicts) pass.
+    if not type(event).__module__.startswith("anthropic.lib"):
+        return True
+    return identifies(event) or getattr(event, "type", None) == "error"
+
+
+def from_anthropic_stream(stream: Any) -> Observable[Any]:
+    """The raw events of an anthropic SDK stream, sync (``RawMessageStreamEvent`` objects).
+
+    ``stream`` is ``client.messages.create(..., stream=True)``, the ``MessageStream`` that
+    ``with client.messages.stream(...) as s`` gives, or the manager ``messages.stream(...)``
+    itself (not entered): then each subscription enters it, sending the request, and leaves it
+    at the end, so a retry sends a new request. The manager's own events (``text``,
+    ``input_json``, ``citation``, ``thinking``, ``signature``) are left out: the wire's events
+    alone reach ``assemble()``. Reading, closing and disposing are as in
+    ``from_openai_stream``: disposing shuts the socket down at once. An ``error`` event and an
+    error status (``APIStatusError``: overloaded, rate limit, …) arrive as ``ProviderError``
+    with ``retryable``; a connection error as itself. Anything else is a ``TypeError`` at once.
+    """
+    if not (isinstance(stream, Iterable) or _is_manager(stream, "__enter__", "__iter__")):
+        raise _not_a_stream("from_anthropic_stream", stream, "from_async_anthropic_stream")
+    return _sync_sdk(stream, _raw_anthropic)
+
+
+def _not_a_stream(function: str, stream: object, other: str) -> TypeError:
+    sync = "async" not in function
+    fits = isinstance(stream, AsyncIterable if sync else Iterable) or hasattr(
+        stream, "__aenter__" if sync else "__enter__"
+    )
+    return TypeError(
+        f"{function} needs an anthropic {'' if sync else 'Async'}Stream, "
+        f"{'' if sync else 'Async'}MessageStream or messages.stream(...) manager, not "
+        f"{type(stream).__name__}" + (f": use {other}" if fits else "")
+    )
+
+
+def from_async_anthropic_stream(
+    stream: Any, *, loop: asyncio.AbstractEventLoop | None = None
+) -> Observable[Any]:
+    """The raw events of an anthropic SDK stream, async, read on an asyncio loop.
+
+    ``stream`` is ``await client.messages.create(..., stream=True)`` (an ``AsyncStream``),
+    the ``AsyncMessageStream`` of ``async with client.messages.stream(...) as s``, or that
+    manager itself (each subscription enters it, sending the request). The manager's own
+    events are left out, as in ``from_anthropic_stream``. Disposing cancels the pending read
+    and closes the stream (its HTTP response); SDK errors arrive typed as there; anything that
+    is not such a stream is a ``TypeError`` at once. Use
+    ``await from_async_anthropic_stream(s).pipe(assemble())`` inside the loop.
+    """
+    if not (isinstance(stream, AsyncIterable) or _is_manager(stream, "__aenter__", "__aiter__")):
+        raise _not_a_stream("from_async_anthropic_stream", stream, "from_anthropic_stream")
+    return _async_sdk(stream, _raw_anthropic, loop)

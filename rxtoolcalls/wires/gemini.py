@@ -43,15 +43,24 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import inspect
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import asyncio
 
-    from reactivex import Observable
+    from reactivex import Observable, abc
 
 from .._core import (
     _ABSENT,
@@ -102,8 +111,24 @@ from .._wire import (
     answer_text,
     text_of,
 )
+from ..sources import (
+    _blocking_source,
+    _close,
+    _Downstream,
+    _nothing,
+    _typed_errors,
+    _typed_sdk_error,
+    from_async_iterable,
+)
 
-__all__ = ["WIRE", "GeminiReader", "identifies", "new_call_id"]
+__all__ = [
+    "WIRE",
+    "GeminiReader",
+    "from_async_gemini_stream",
+    "from_gemini_stream",
+    "identifies",
+    "new_call_id",
+]
 
 _FILTERS = frozenset(
     {
@@ -1323,3 +1348,86 @@ WIRE = WireSpec(
     error_body=_error_body,
     tool_schemas=_tool_schemas,
 )
+
+
+# -- google-genai's streams ---------------------------------------------------------------
+
+
+def from_gemini_stream(stream: Any) -> Observable[Any]:
+    """The ``GenerateContentResponse`` chunks of a google-genai stream, sync.
+
+    ``stream`` is ``client.models.generate_content_stream(...)``, a generator: the request is
+    sent when the subscription first reads it, so it can be read once. Reads on the subscribing
+    thread, or on the scheduler given (``subscribe_on``, ``.run()``). Completing, failing or
+    disposing closes the generator, which closes its HTTP response; a dispose from another
+    thread while a read waits lands when the next chunk (or the read timeout) arrives, since a
+    running generator cannot be closed. An ``APIError`` (an error status, or an ``error``
+    object in the stream) arrives as ``ProviderError`` with ``retryable`` (429 and 5xx); a
+    connection error as itself. Anything else is a ``TypeError`` at once.
+    """
+    if not isinstance(stream, Iterable) or isinstance(stream, str | bytes | Mapping):
+        raise _not_a_gemini_stream("from_gemini_stream", stream)
+
+    def read(observer: abc.ObserverBase[Any], stopped: threading.Event) -> None:
+        for chunk in stream:
+            if stopped.is_set():
+                return
+            try:
+                observer.on_next(chunk)
+            except Exception as error:  # noqa: BLE001 - the subscriber's: raised by run()
+                raise _Downstream(error) from None
+            if stopped.is_set():
+                return
+
+    closer = getattr(stream, "close", None)
+    return _blocking_source(
+        read,
+        closer if callable(closer) else _nothing,
+        None,
+        close_any_thread=False,
+        typed=_typed_sdk_error,
+    )
+
+
+def from_async_gemini_stream(
+    stream: Any, *, loop: asyncio.AbstractEventLoop | None = None
+) -> Observable[Any]:
+    """The ``GenerateContentResponse`` chunks of a google-genai async stream, on an asyncio loop.
+
+    ``stream`` is ``client.aio.models.generate_content_stream(...)`` itself (a coroutine: the
+    subscription awaits it, sending the request) or what awaiting it gave (an async iterator);
+    either can be read once. Disposing cancels the pending read, which closes the HTTP
+    response, and closes the iterator. Errors are typed as in ``from_gemini_stream``; anything
+    else is a ``TypeError`` at once. Use ``await from_async_gemini_stream(s).pipe(assemble())``
+    inside the loop.
+    """
+    if not (inspect.isawaitable(stream) or isinstance(stream, AsyncIterable)):
+        raise _not_a_gemini_stream("from_async_gemini_stream", stream)
+
+    async def chunks() -> AsyncIterator[Any]:
+        async with _typed_errors():
+            opened = await stream if inspect.isawaitable(stream) else stream
+            if not isinstance(opened, AsyncIterable):
+                raise _not_a_gemini_stream("from_async_gemini_stream", opened)
+            try:
+                async for chunk in opened:
+                    yield chunk
+            finally:
+                await _close(opened)
+
+    return from_async_iterable(chunks, loop=loop)
+
+
+def _not_a_gemini_stream(function: str, stream: object) -> TypeError:
+    sync = "async" not in function
+    fits = (
+        (isinstance(stream, AsyncIterable) or inspect.isawaitable(stream))
+        if sync
+        else isinstance(stream, Iterable) and not isinstance(stream, str | bytes | Mapping)
+    )
+    other = "from_async_gemini_stream" if sync else "from_gemini_stream"
+    made = "client.models" if sync else "client.aio.models"
+    return TypeError(
+        f"{function} needs what {made}.generate_content_stream(...) returns, not "
+        f"{type(stream).__name__}" + (f": use {other}" if fits else "")
+    )
