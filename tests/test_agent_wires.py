@@ -1,4 +1,7 @@
-"""The agent loop on the Responses and Anthropic wires: the same loop, each wire's transcript."""
+"""The agent loop on the Responses and Anthropic wires: the same loop, each wire's transcript.
+
+The last section runs the same loop on every registered wire.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import pytest
 from reactivex import operators as ops
 
 import rxtoolcalls as rt
+from rxtoolcalls.wires import names
 from tests.helpers import Script
 from tests.wire_builders import (
     PING,
@@ -18,7 +22,9 @@ from tests.wire_builders import (
     a_text,
     a_tool,
     a_tool_open,
+    case,
     load_wire,
+    pieces,
     r_call,
     r_completed,
     r_created,
@@ -503,3 +509,111 @@ def test_responses_dispose_cancels_the_stream_in_flight() -> None:
     assert tool.seen == []
     assert len(script.seen) == 1
     assert [type(e) for e in seen] == [rt.ToolCallStarted]
+
+
+# -- every registered wire: the same loop on each wire's own turns ---------------------------
+# The turns and messages come from the table in tests/wire_builders.py.
+
+WEATHER = (("call_w", "weather", pieces('{"city": "Paris"}')), ("call_t", "time", ["{}"]))
+
+
+def asking(wire: str) -> list[dict[str, Any]]:
+    return case(wire).turn((), WEATHER)
+
+
+def prose(wire: str, text: str = "Done.") -> list[dict[str, Any]]:
+    return case(wire).turn([text])
+
+
+def said(wire: str) -> list[dict[str, Any]]:
+    return [case(wire).user(["hi"], False)]
+
+
+@pytest.mark.parametrize("wire", names())
+def test_every_wire_runs_the_calls_and_sends_the_turn_and_its_answers_back(wire: str) -> None:
+    weather, time = Calls({"temp": 11}), Calls("10:00")
+    script = Script(asking(wire), prose(wire, "11 C at 10:00."))
+    events = events_of(rt.agent_loop(script, {"weather": weather, "time": time}, said(wire)))
+    conversation = events[-1]
+    assert isinstance(conversation, rt.Conversation)
+    assert (conversation.turns, conversation.final.wire) == (2, wire)
+    assert conversation.final.content == "11 C at 10:00."
+    assert (weather.seen, time.seen) == ([{"city": "Paris"}], [{}])
+    asked = next(e.assistant for e in events if isinstance(e, rt.TurnFinished))
+    assert script.seen[1] == [*said(wire), *asked.exchange([{"temp": 11}, "10:00"])]
+
+
+@pytest.mark.parametrize("wire", names())
+def test_every_wire_retries_a_turn_without_its_end_and_runs_its_tools_once(wire: str) -> None:
+    weather, time = Calls("sunny"), Calls("10:00")
+    whole = asking(wire)
+    script = Script(case(wire).turn((), WEATHER, end=False), whole, prose(wire))
+    events = events_of(
+        rt.agent_loop(script, {"weather": weather, "time": time}, said(wire), backoff=0)
+    )
+    retried = [e for e in events if isinstance(e, rt.TurnRetried)]
+    assert [(r.turn, r.attempt, type(r.error)) for r in retried] == [
+        (1, 1, rt.StreamInterruptedError)
+    ]
+    assert (len(weather.seen), len(time.seen)) == (1, 1)
+    assert script.seen[1] == said(wire)  # the retry sends the same messages
+    assert events[-1].turns == 2
+
+
+@pytest.mark.parametrize("wire", names())
+def test_every_wire_never_retries_nor_runs_a_cut_call(wire: str) -> None:
+    tool = Calls()
+    entry = case(wire)
+    for closer in entry.closers.values():
+        script = Script([*entry.cut(["Let me look."], "call_w", "weather", "city", "Pa"), *closer])
+        error = failure_of(rt.agent_loop(script, {"weather": tool}, said(wire)))
+        assert isinstance(error, rt.TruncatedToolCallError)
+        assert len(script.seen) == 1
+    assert tool.seen == []
+
+
+@pytest.mark.parametrize("wire", names())
+def test_every_wire_stops_at_the_turn_limit(wire: str) -> None:
+    script = Script(asking(wire))
+    tools = {"weather": Calls(), "time": Calls()}
+    error = failure_of(rt.agent_loop(script, tools, said(wire), max_turns=2))
+    assert isinstance(error, rt.TurnLimitError)
+    assert len(script.seen) == 2
+
+
+@pytest.mark.parametrize("wire", names())
+def test_every_wire_s_dispose_on_turn_finished_starts_no_tool(wire: str) -> None:
+    tool = Calls()
+    script = Script(asking(wire), prose(wire))
+    seen: list[Any] = []
+    loop = rt.agent_loop(script, {"weather": tool, "time": tool}, said(wire))
+    loop.pipe(
+        ops.take_while(lambda event: not isinstance(event, rt.TurnFinished), inclusive=True)
+    ).subscribe(seen.append)
+    assert isinstance(seen[-1], rt.TurnFinished)
+    assert tool.seen == []
+    assert len(script.seen) == 1
+
+
+@pytest.mark.parametrize("wire", names())
+def test_every_wire_s_dispose_cancels_the_stream_in_flight(wire: str) -> None:
+    from reactivex.subject import Subject
+
+    pending: Subject[Any] = Subject()
+    tool = Calls()
+    events = asking(wire)
+    script = Script(pending, prose(wire))
+    seen: list[Any] = []
+    subscription = rt.agent_loop(script, {"weather": tool, "time": tool}, said(wire)).subscribe(
+        seen.append
+    )
+    half = len(events) // 2
+    for event in events[:half]:
+        pending.on_next(event)
+    subscription.dispose()
+    assert not pending.observers
+    for event in events[half:]:
+        pending.on_next(event)
+    assert tool.seen == []
+    assert len(script.seen) == 1
+    assert not [e for e in seen if isinstance(e, rt.TurnFinished | rt.ToolCallFinished)]

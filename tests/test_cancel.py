@@ -1,17 +1,17 @@
 """Cancellation reaches the socket: dispose or a timeout closes a stalled HTTP stream at once.
 
-A loopback server sends the response head and one chunk, then goes silent while it watches
-its end of the connection. Every case checks the server saw the connection close, the client
-socket closed, and no reading thread outlived the dispose. The bounds (``BOUND`` seconds) are
-generous so a loaded machine never fails them; a close that waits for the silence to end (a
-read timeout, or the server giving up) exceeds them by far.
+A loopback server sends the response head and the first event of a turn, framed as the wire's
+first route frames it (every registered wire, read by the public source of its framing), then
+goes silent while it watches its end of the connection. Every case checks the server saw the
+connection close, the client socket closed, and no reading thread outlived the dispose. The
+bounds (``BOUND`` seconds) are generous so a loaded machine never fails them; a close that
+waits for the silence to end (a read timeout, or the server giving up) exceeds them by far.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import socket
 import threading
 import time
@@ -26,7 +26,9 @@ from reactivex.scheduler import NewThreadScheduler, ThreadPoolScheduler
 
 import rxtoolcalls as rt
 from rxtoolcalls.serve import ReplayServer
+from rxtoolcalls.wires import lookup, names
 from tests.helpers import load_fixture
+from tests.wire_builders import case, source_of
 
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
@@ -34,17 +36,25 @@ httpx = pytest.importorskip("httpx")
 BOUND = 5.0  # seconds; a fixed close takes milliseconds (measured: under 0.01 s)
 SETTLE = 0.2  # seconds to let the reader block in recv: the silence a timeout exists for
 SILENCE = 60.0  # seconds the server would stay silent if nobody closed the connection
-FIRST = load_fixture("openai__parallel_tool_calls")[0]
+
+
+def first_frame(wire: str) -> tuple[str, bytes]:
+    """The media type of ``wire``'s first route, and the first event of a turn in its framing."""
+    framing = lookup(wire).routes[0].framing
+    first = case(wire).turn((), [("call_1", "get_weather", ['{"city": "Paris"}'])])[0]
+    return framing.media_type, framing.frame(first)
 
 
 class StallingServer:
-    """Answers one request with SSE headers and one chunk, then stalls until the client closes.
+    """Answers one request with one event of ``wire``, then stalls until the client closes.
 
     ``closed`` is set when the server's ``recv`` returns ``b""`` or the connection is reset;
     leaving the ``with`` block ends the stall whatever happened, so the thread always stops.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, wire: str = "chat") -> None:
+        self.wire = wire
+        self._media_type, self._event = first_frame(wire)
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.settimeout(BOUND)
         port = self._listener.getsockname()[1]
@@ -72,10 +82,10 @@ class StallingServer:
             return
         with connection:
             self._read_request(connection)
-            event = f"data: {json.dumps(FIRST)}\n\n".encode()
+            event = self._event
             connection.sendall(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
+                f"HTTP/1.1 200 OK\r\ncontent-type: {self._media_type}\r\n".encode()
+                + b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
                 + f"{len(event):x}\r\n".encode()
                 + event
                 + b"\r\n"
@@ -145,17 +155,22 @@ def sdk_stream(server: StallingServer) -> Iterator[tuple[Observable[Any], Any]]:
 
 @contextlib.contextmanager
 def httpx_response(server: StallingServer) -> Iterator[tuple[Observable[Any], Any]]:
-    """``from_sse`` given an httpx response itself, with no read timeout at all."""
+    """The wire's source (``from_sse``, ``from_eventstream``) given an httpx response itself,
+    with no read timeout at all."""
     body = {"model": "m", "messages": [], "stream": True}
     with (
         httpx.Client(timeout=None) as client,
-        client.stream("POST", f"{server.base_url}/chat/completions", json=body) as response,
+        client.stream("POST", f"{server.base_url}/stream", json=body) as response,
     ):
-        yield rt.from_sse(response), response
+        yield source_of(server.wire)(response), response
 
 
 Opener = Callable[[StallingServer], contextlib.AbstractContextManager[tuple[Observable[Any], Any]]]
-OPENERS = [pytest.param(sdk_stream, id="openai-sdk"), pytest.param(httpx_response, id="httpx")]
+# The OpenAI SDK (a Chat stream), and an httpx response on every wire.
+OPENERS = [
+    pytest.param(sdk_stream, "chat", id="openai-sdk"),
+    *(pytest.param(httpx_response, wire, id=f"httpx-{wire}") for wire in names()),
+]
 
 
 def assert_connection_freed(
@@ -174,14 +189,16 @@ def assert_connection_freed(
 
 
 @pytest.mark.parametrize("through", [None, "assemble", "lifecycle"])
-@pytest.mark.parametrize("opener", OPENERS)
-def test_dispose_on_a_new_thread_closes_the_connection(opener: Opener, through: str | None) -> None:
+@pytest.mark.parametrize(("opener", "wire"), OPENERS)
+def test_dispose_on_a_new_thread_closes_the_connection(
+    opener: Opener, wire: str, through: str | None
+) -> None:
     # Through an operator too: assemble() folds in its own stage, lifecycle() in lift's; each
     # holds the source's subscription, and disposing the turn must reach the socket.
     before = set(threading.enumerate())
     got = threading.Event()
     notes: list[str] = []
-    with StallingServer() as server, opener(server) as (chunks, response):
+    with StallingServer(wire) as server, opener(server) as (chunks, response):
         client_socket = socket_of(response)
         seen = chunks.pipe(ops.do_action(lambda _: got.set()))
         if through is not None:
@@ -199,13 +216,13 @@ def test_dispose_on_a_new_thread_closes_the_connection(opener: Opener, through: 
     assert notes == []
 
 
-@pytest.mark.parametrize("opener", OPENERS)
-def test_dispose_under_subscribe_on_a_pool_closes_the_connection(opener: Opener) -> None:
+@pytest.mark.parametrize(("opener", "wire"), OPENERS)
+def test_dispose_under_subscribe_on_a_pool_closes_the_connection(opener: Opener, wire: str) -> None:
     # subscribe_on disposes through the pool's scheduler: it must not wait behind the read.
     before = set(threading.enumerate())
     pool = ThreadPoolScheduler(2)
     got = threading.Event()
-    with StallingServer() as server, opener(server) as (chunks, response):
+    with StallingServer(wire) as server, opener(server) as (chunks, response):
         client_socket = socket_of(response)
         subscription = chunks.pipe(ops.subscribe_on(pool)).subscribe(lambda _: got.set())
         assert got.wait(BOUND)
@@ -214,15 +231,15 @@ def test_dispose_under_subscribe_on_a_pool_closes_the_connection(opener: Opener)
         assert_connection_freed(server, response, client_socket, before, pool)
 
 
-@pytest.mark.parametrize("opener", OPENERS)
-def test_typed_timeout_returns_from_subscribe_and_closes(opener: Opener) -> None:
+@pytest.mark.parametrize(("opener", "wire"), OPENERS)
+def test_typed_timeout_returns_from_subscribe_and_closes(opener: Opener, wire: str) -> None:
     # The README's pattern, subscribed on the calling thread (here a helper, to bound it).
     before = set(threading.enumerate())
     errors: list[Exception] = []
     returned = threading.Event()
     received: list[Any] = []
     stalled = reactivex.throw(rt.StreamInterruptedError(f"no chunk for {SETTLE} s"))
-    with StallingServer() as server, opener(server) as (chunks, response):
+    with StallingServer(wire) as server, opener(server) as (chunks, response):
         client_socket = socket_of(response)
 
         def subscribe() -> None:
@@ -240,12 +257,12 @@ def test_typed_timeout_returns_from_subscribe_and_closes(opener: Opener) -> None
     assert isinstance(errors[0], rt.StreamInterruptedError)
 
 
-@pytest.mark.parametrize("opener", OPENERS)
-def test_take_until_from_another_thread_on_run(opener: Opener) -> None:
+@pytest.mark.parametrize(("opener", "wire"), OPENERS)
+def test_take_until_from_another_thread_on_run(opener: Opener, wire: str) -> None:
     # .run() gives a scheduler: the read runs on a thread of its own, stopped from the caller's.
     before = set(threading.enumerate())
     abort: reactivex.subject.Subject[None] = reactivex.subject.Subject()
-    with StallingServer() as server, opener(server) as (chunks, response):
+    with StallingServer(wire) as server, opener(server) as (chunks, response):
         client_socket = socket_of(response)
         got = threading.Event()
 
@@ -291,17 +308,18 @@ def test_async_sdk_dispose_and_timeout_close_the_connection() -> None:
     assert isinstance(errors[0], rt.StreamInterruptedError)
 
 
-def test_async_httpx_response_dispose_closes_it() -> None:
-    async def case() -> tuple[bool, bool, list[str]]:
+@pytest.mark.parametrize("wire", names())
+def test_async_httpx_response_dispose_closes_it(wire: str) -> None:
+    async def stalled() -> tuple[bool, bool, list[str]]:
         notes: list[str] = []
         body = {"model": "m", "messages": [], "stream": True}
-        with StallingServer() as server:
+        with StallingServer(wire) as server:
             async with (
                 httpx.AsyncClient(timeout=None) as client,
-                client.stream("POST", f"{server.base_url}/chat/completions", json=body) as response,
+                client.stream("POST", f"{server.base_url}/stream", json=body) as response,
             ):
                 got = asyncio.Event()
-                subscription = rt.from_sse(response).subscribe(
+                subscription = source_of(wire)(response).subscribe(
                     lambda _: got.set(),
                     lambda _: notes.append("error"),
                     lambda: notes.append("completed"),
@@ -316,7 +334,7 @@ def test_async_httpx_response_dispose_closes_it() -> None:
                     await asyncio.sleep(0.01)
                 return server.closed.is_set(), response.is_closed, notes
 
-    assert asyncio.run(case()) == (True, True, [])
+    assert asyncio.run(stalled()) == (True, True, [])
 
 
 # -- the paths that do not cancel keep their behaviour --------------------------------------

@@ -15,24 +15,21 @@ import pytest
 import reactivex
 
 import rxtoolcalls as rt
-from tests.wire_builders import (
-    a_piece,
-    a_start,
-    a_text,
-    a_tool_open,
-    g_arg,
-    g_open,
-    g_response,
-    g_text,
-    r_created,
-    r_delta,
-    r_fc_added,
-)
+from rxtoolcalls.wires import names
+from tests.wire_builders import case
 
 BIG = "x" * 1_000_000
 
 
-def chat() -> list[dict[str, Any]]:
+def cut(wire: str, finished: bool) -> list[Any]:
+    """A megabyte of text, then a call cut inside a megabyte string; no end, or the finish."""
+    entry = case(wire)
+    events = entry.cut([BIG[:500_000], BIG[500_000:]], "c", "f", "a", BIG)
+    return [*events, *entry.closers["finish"]] if finished else events
+
+
+def chat_length() -> list[dict[str, Any]]:
+    # Text and the call's start in one chunk, then a finish that says the call was cut.
     entry = {"index": 0, "id": "c", "type": "function", "function": {"name": "f"}}
     return [
         {"choices": [{"index": 0, "delta": {"content": BIG, "tool_calls": [entry]}}]},
@@ -50,52 +47,28 @@ def chat() -> list[dict[str, Any]]:
     ]
 
 
-def responses() -> list[dict[str, Any]]:
-    text = {"type": "response.output_text.delta", "output_index": 1, "content_index": 0}
-    return [
-        r_created(),
-        {**text, "delta": BIG},
-        r_fc_added(0, "c", "f"),
-        r_delta(0, '{"a": "' + BIG),
-    ]
-
-
-def anthropic() -> list[dict[str, Any]]:
-    return [
-        a_start(),
-        *a_text(1, BIG),
-        a_tool_open(0, "t", "f"),
-        a_piece(0, '{"a": "' + BIG),
-    ]
-
-
-def gemini() -> list[dict[str, Any]]:
-    return [
-        g_response(g_text(BIG[:500_000])),
-        g_response(g_text(BIG[500_000:])),
-        g_response(g_open("f")),
-        g_response(g_arg("$.a", BIG, more=True)),
-    ]
-
-
 def chat_parsed() -> list[dict[str, Any]]:
     # Finished as if whole: the parse finds the text cut, and its error holds the text.
-    return [*chat()[:2], {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]
+    return [
+        *chat_length()[:2],
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]
 
 
-WIRES: dict[str, Callable[[], list[dict[str, Any]]]] = {
-    "chat": chat,
+# Two more Chat turns: failed by the finish, and failed by the parse of a cut text.
+CHAT: dict[str, Callable[[], list[dict[str, Any]]]] = {
+    "chat, length": chat_length,
     "chat, cut text parsed": chat_parsed,
-    "responses": responses,
-    "anthropic": anthropic,
-    "gemini": gemini,
 }
+# Every wire's turn cut off, then left without an end or finished as if whole.
+TURNS = [f"{wire}{how}" for wire in names() for how in ("", ", then finished")]
 
 
-@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize("turn", [*TURNS, *CHAT])
 @pytest.mark.parametrize("how", ["assemble", "Assembler"])
-def test_a_kept_error_keeps_no_turn(wire: str, how: str) -> None:
-    events = WIRES[wire]()
+def test_a_kept_error_keeps_no_turn(turn: str, how: str) -> None:
+    wire, finished = turn.removesuffix(", then finished"), turn.endswith(", then finished")
+    events = CHAT[turn]() if turn in CHAT else cut(wire, finished)
     kept: list[Exception] = []
     gc.collect()
     tracemalloc.start()
@@ -151,7 +124,7 @@ def test_a_progress_event_kept_still_reads_its_text_after_the_turn_failed() -> N
 
 def test_an_assembler_whose_turn_failed_holds_no_call() -> None:
     assembler = rt.Assembler()
-    for chunk in chat():
+    for chunk in chat_length():
         assembler.feed(chunk)
     assert len(assembler.calls()) == 1
     with pytest.raises(rt.TruncatedToolCallError):

@@ -6,13 +6,14 @@ at the ceiling with a ``LimitExceededError``, not hold everything it is sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import rxtoolcalls as rt
-from tests.wire_builders import a_start, g_response, r_created
+from rxtoolcalls.wires import names
+from tests.wire_builders import case, g_response, per_wire, r_created, turn_of
 
 SMALL = rt.Policy(
     limits=rt.Limits(
@@ -27,94 +28,22 @@ SMALL = rt.Policy(
 PAYLOAD = "x" * 200
 
 
-def responses_reasoning() -> Iterator[dict[str, Any]]:
-    yield r_created()
-    for n in range(50_000):
-        item = {"type": "reasoning", "id": f"rs_{n}", "summary": [], "encrypted_content": PAYLOAD}
-        yield {"type": "response.output_item.done", "output_index": n, "item": item}
+# Every registered wire's streams that keep something verbatim (tests/wire_builders.py).
+KEPT = per_wire(lambda entry: list(entry.kept))
 
 
-def anthropic_server_results() -> Iterator[dict[str, Any]]:
-    yield a_start()
-    for n in range(50_000):
-        block = {
-            "type": "web_search_tool_result",
-            "tool_use_id": f"srvtoolu_{n}",
-            "content": [
-                {"type": "web_search_result", "url": "https://a.example", "title": PAYLOAD}
-            ],
-        }
-        yield {"type": "content_block_start", "index": n, "content_block": block}
-        yield {"type": "content_block_stop", "index": n}
+def stream(wire: str, what: str) -> Iterator[Any]:
+    return case(wire).kept[what](PAYLOAD)
 
 
-def anthropic_citations() -> Iterator[dict[str, Any]]:
-    yield a_start()
-    yield {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
-    for _ in range(50_000):
-        citation = {"type": "char_location", "cited_text": PAYLOAD, "document_index": 0}
-        yield {
-            "type": "content_block_delta",
-            "index": 0,
-            "delta": {"type": "citations_delta", "citation": citation},
-        }
-
-
-def gemini_inline_data() -> Iterator[dict[str, Any]]:
-    for _ in range(50_000):
-        yield g_response({"inlineData": {"mimeType": "image/png", "data": PAYLOAD}})
-
-
-def gemini_signed_text() -> Iterator[dict[str, Any]]:
-    for _ in range(50_000):
-        yield g_response({"text": "", "thoughtSignature": PAYLOAD})
-
-
-def gemini_thought_values() -> Iterator[dict[str, Any]]:
-    # A thought part between two makes each its own part; a "thought" that is not True is
-    # kept as sent.
-    for _ in range(50_000):
-        yield g_response({"text": "y", "thought": True})
-        yield g_response({"text": "x", "thought": PAYLOAD})
-
-
-def anthropic_usage_keys() -> Iterator[dict[str, Any]]:
-    yield a_start()
-    for n in range(50_000):
-        yield {"type": "message_delta", "delta": {}, "usage": {f"k{n}": PAYLOAD}}
-
-
-def responses_empty_texts() -> Iterator[dict[str, Any]]:
-    yield r_created()
-    for n in range(50_000):
-        yield {
-            "type": "response.output_text.delta",
-            "output_index": 0,
-            "content_index": n,
-            "delta": "",
-        }
-
-
-STREAMS: dict[str, Callable[[], Iterator[dict[str, Any]]]] = {
-    "gemini thought values": gemini_thought_values,
-    "anthropic usage keys": anthropic_usage_keys,
-    "responses reasoning items": responses_reasoning,
-    "anthropic server results": anthropic_server_results,
-    "anthropic citations": anthropic_citations,
-    "gemini inlineData": gemini_inline_data,
-    "gemini signatures": gemini_signed_text,
-    "responses empty texts": responses_empty_texts,
-}
-
-
-@pytest.mark.parametrize("name", STREAMS)
-def test_what_is_kept_verbatim_stops_at_max_kept(name: str) -> None:
+@pytest.mark.parametrize(("wire", "what"), KEPT)
+def test_what_is_kept_verbatim_stops_at_max_kept(wire: str, what: str) -> None:
     assembler = rt.Assembler(SMALL)
     fed = 0
 
     def feed_all() -> None:
         nonlocal fed
-        for event in STREAMS[name]():
+        for event in stream(wire, what):
             fed += 1
             assembler.feed(event)
 
@@ -126,11 +55,11 @@ def test_what_is_kept_verbatim_stops_at_max_kept(name: str) -> None:
     assert fed < 100
 
 
-@pytest.mark.parametrize("name", STREAMS)
-def test_the_same_streams_are_taken_in_whole_under_the_default_limits(name: str) -> None:
+@pytest.mark.parametrize(("wire", "what"), KEPT)
+def test_the_same_streams_are_taken_in_whole_under_the_default_limits(wire: str, what: str) -> None:
     # The first 200 events keep far more than the small ceiling, far less than 16 Mi.
     assembler = rt.Assembler()
-    fed = [assembler.feed(event) for _, event in zip(range(200), STREAMS[name](), strict=False)]
+    fed = [assembler.feed(event) for _, event in zip(range(200), stream(wire, what), strict=False)]
     assert len(fed) == 200
     assert rt.Limits().max_kept == 16 * 1024 * 1024
 
@@ -152,18 +81,21 @@ def test_a_final_item_replaces_what_its_index_held_in_the_count() -> None:
     assert turn.items[0]["encrypted_content"] == "y" * 600
 
 
-@pytest.mark.parametrize("wire", ["chat", "gemini"])
+@pytest.mark.parametrize("wire", names())
 def test_every_wire_counts_its_choices(wire: str) -> None:
     policy = rt.Policy(limits=rt.Limits(max_choices=4))
-    chunks = {
-        "chat": lambda n: {"choices": [{"index": n, "delta": {"content": ""}}]},
-        "gemini": lambda n: {"candidates": [{"index": n, "content": {"parts": [{"text": ""}]}}]},
-    }[wire]
+    choice = case(wire).choice
+    if choice is None:
+        # A wire of one choice: a whole turn is within max_choices=1.
+        one = rt.Policy(limits=rt.Limits(max_choices=1))
+        turn = turn_of(case(wire).turn(["Hi"], [("call_a", "f", ["{}"])]), policy=one)
+        assert [c.name for c in turn.tool_calls] == ["f"]
+        return
     assembler = rt.Assembler(policy)
     for n in range(4):
-        assembler.feed(chunks(n))
+        assembler.feed(choice(n))
     with pytest.raises(rt.LimitExceededError) as caught:
-        assembler.feed(chunks(4))
+        assembler.feed(choice(4))
     assert caught.value.limit == "max_choices"
 
 

@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import pickle
 import threading
+from functools import partial
 from typing import Any
 
 import pytest
@@ -24,12 +25,13 @@ from reactivex.subject import Subject
 import rxtoolcalls as rt
 from rxtoolcalls._lift import _Upstream, fold
 from rxtoolcalls._types import _direct, new_tool_call, new_turn
+from rxtoolcalls.wires import names
 from tests.helpers import call_open, choice, garbage_of
 from tests.test_operators import EVERY_OPERATOR
-from tests.wire_builders import load_wire, wire_fixture_names
+from tests.wire_builders import case, pieces
 
 BOUND = 5.0  # seconds; each wait ends in microseconds
-WIRES = ("responses", "anthropic", "gemini")
+# The Rx plumbing itself is checked on this Chat turn; what a reader makes, on every wire's.
 CALL = [call_open(0, "call_1", "get_weather", '{"city": "Paris"}'), choice({}, "tool_calls")]
 
 
@@ -48,16 +50,21 @@ def synchronous(events: list[Any], error: Exception | None = None) -> reactivex.
     return reactivex.create(subscribe)
 
 
-@pytest.mark.parametrize("wire", [None, "chat"])
+def call_turn(wire: str) -> list[Any]:
+    """A whole turn of ``wire`` that asks for one call."""
+    return case(wire).turn((), [("call_1", "get_weather", pieces('{"city": "Paris"}'))])
+
+
+@pytest.mark.parametrize("detected", [True, False], ids=["detected", "forced"])
+@pytest.mark.parametrize("wire", names())
 @pytest.mark.parametrize("failing", [False, True])
 def test_a_synchronous_source_gives_one_outcome_and_leaves_no_cycle(
-    wire: Any, failing: bool
+    wire: str, detected: bool, failing: bool
 ) -> None:
     outcomes: list[Any] = []
-    source = synchronous(CALL, ConnectionError("cut") if failing else None)
-    found = garbage_of(
-        lambda: source.pipe(rt.assemble(wire=wire)).subscribe(outcomes.append, outcomes.append)
-    )
+    source = synchronous(call_turn(wire), ConnectionError("cut") if failing else None)
+    operator = rt.assemble(wire=None if detected else wire)  # type: ignore[arg-type]
+    found = garbage_of(lambda: source.pipe(operator).subscribe(outcomes.append, outcomes.append))
     assert found == 0
     assert len(outcomes) == 1
     if failing:
@@ -66,40 +73,43 @@ def test_a_synchronous_source_gives_one_outcome_and_leaves_no_cycle(
         assert [c.name for c in outcomes[0].tool_calls] == ["get_weather"]
 
 
-@pytest.mark.parametrize("after", range(len(CALL) + 1))
-def test_disposing_at_any_point_unsubscribes_and_emits_nothing(after: int) -> None:
-    subject: Subject[Any] = Subject()
-    outcomes: list[Any] = []
-    subscription = subject.pipe(rt.assemble()).subscribe(
-        outcomes.append, outcomes.append, lambda: outcomes.append("done")
-    )
-    for event in CALL[:after]:
-        subject.on_next(event)
-    subscription.dispose()
-    assert not subject.observers
-    subject.on_next(CALL[-1])
-    subject.on_completed()
-    assert outcomes == []
+@pytest.mark.parametrize("wire", names())
+def test_disposing_at_any_point_unsubscribes_and_emits_nothing(wire: str) -> None:
+    events = call_turn(wire)
+    for after in range(len(events) + 1):
+        subject: Subject[Any] = Subject()
+        outcomes: list[Any] = []
+        subscription = subject.pipe(rt.assemble()).subscribe(
+            outcomes.append, outcomes.append, partial(outcomes.append, "done")
+        )
+        for event in events[:after]:
+            subject.on_next(event)
+        subscription.dispose()
+        assert not subject.observers, after
+        for event in events[after:]:
+            subject.on_next(event)
+        subject.on_completed()
+        assert outcomes == [], after
 
 
-# The start of a turn on every wire, a call open in each (the last event left out).
-OPENED = {
-    "nothing": [],
-    "chat": CALL[:1],
-    **{wire: load_wire(wire, wire_fixture_names(wire)[0])[:-1] for wire in WIRES},
-}
+# The start of a turn on every wire, a call open in each (its arguments cut inside a string).
+OPENED = ["nothing", *names()]
 
 
-@pytest.mark.parametrize("opened", sorted(OPENED))
+def opened(name: str) -> list[Any]:
+    return [] if name == "nothing" else case(name).cut((), "call_1", "get_weather", "city", "Pa")
+
+
+@pytest.mark.parametrize("opened_on", OPENED)
 @pytest.mark.parametrize("operator", sorted(EVERY_OPERATOR))
 @pytest.mark.parametrize("failing", [False, True])
 def test_every_operator_leaves_no_cycle_when_a_turn_ends_early(
-    opened: str, operator: str, failing: bool
+    opened_on: str, operator: str, failing: bool
 ) -> None:
     # Ended by the source (an error, or a completion before the turn's end) with no event,
     # or with a call open: whatever the reader was, nothing it made is left in a cycle.
     ends: list[str] = []
-    source = synchronous(OPENED[opened], ConnectionError("cut") if failing else None)
+    source = synchronous(opened(opened_on), ConnectionError("cut") if failing else None)
     found = garbage_of(
         lambda: source.pipe(EVERY_OPERATOR[operator]()).subscribe(
             lambda _: None, lambda _: ends.append("error"), lambda: ends.append("completed")
@@ -176,15 +186,22 @@ def test_a_result_class_no_twin_can_stand_for_is_still_built_exactly() -> None:
     assert _direct(Derived)(b="y", a=2) == Derived(2, "y")
 
 
-@pytest.mark.parametrize("wire", [None, "chat"])
+@pytest.mark.parametrize("detected", [True, False], ids=["detected", "forced"])
+@pytest.mark.parametrize("wire", names())
 @pytest.mark.parametrize("operator", [rt.assemble, rt.assemble_choices])
-def test_a_turn_refused_at_the_close_leaves_no_cycle(operator: Any, wire: Any) -> None:
-    # No finish reason: the close raises, and the error goes downstream. The subscriber keeps
-    # only its type, so nothing outside holds the error: a cycle through it would be garbage.
+def test_a_turn_refused_at_the_close_leaves_no_cycle(
+    operator: Any, wire: str, detected: bool
+) -> None:
+    # No end: the close raises, and the error goes downstream. The subscriber keeps only its
+    # type, so nothing outside holds the error: a cycle through it would be garbage.
     kinds: list[type] = []
-    source = reactivex.from_iterable(CALL[:1])
+    without_end = case(wire).turn((), [("call_1", "get_weather", ['{"city": "Paris"}'])], end=False)
+    source = reactivex.from_iterable(without_end)
+    chosen = None if detected else wire
     found = garbage_of(
-        lambda: source.pipe(operator(wire=wire)).subscribe(on_error=lambda e: kinds.append(type(e)))
+        lambda: source.pipe(operator(wire=chosen)).subscribe(
+            on_error=lambda e: kinds.append(type(e))
+        )
     )
     assert kinds == [rt.StreamInterruptedError]
     assert found == 0

@@ -1,4 +1,4 @@
-"""Events of any ``Mapping`` type read as the plain dicts they hold, on every wire.
+"""Events of any ``Mapping`` type read as the plain dicts they hold, on every registered wire.
 
 ``json.loads(..., object_pairs_hook=OrderedDict)`` makes every object an ``OrderedDict``; a
 caller may also hand over a read-only view or a ``Mapping`` of its own. An event that is such
@@ -9,20 +9,17 @@ mean walking every event).
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import pytest
 
 import rxtoolcalls as rt
+from rxtoolcalls.wires import names
 from tests.helpers import NotADict
-from tests.wire_builders import WIRE_FIXTURES, rx_turn, turn_of
-
-STREAMS = Path(__file__).parent / "fixtures" / "streams"
+from tests.wire_builders import case, per_wire, rx_turn, turn_of
 
 
 def deep(value: Any, make: Callable[[dict[str, Any]], Any]) -> Any:
@@ -44,19 +41,8 @@ MAKERS: dict[str, Callable[[dict[str, Any]], Any]] = {
 }
 
 
-def recordings() -> list[tuple[str, list[dict[str, Any]]]]:
-    found = []
-    for wire in ("responses", "anthropic", "gemini"):
-        for path in sorted((WIRE_FIXTURES / wire).glob("*.jsonl")):
-            lines = path.read_text(encoding="utf-8").splitlines()
-            found.append((path.stem, [json.loads(line)["data"] for line in lines if line.strip()]))
-    for name in ("openai__parallel_tool_calls", "openai__length_finish_usage_only_chunk"):
-        lines = (STREAMS / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
-        found.append((name, [json.loads(line) for line in lines if line.strip()]))
-    return found
-
-
-RECORDINGS = recordings()
+# Every recording of every registered wire (the table in tests/wire_builders.py lists them).
+RECORDED = per_wire(lambda entry: entry.recordings())
 
 
 def outcome(run: Callable[..., rt.AssistantTurn], events: list[Any]) -> Any:
@@ -76,10 +62,9 @@ def outcome(run: Callable[..., rt.AssistantTurn], events: list[Any]) -> Any:
 
 @pytest.mark.parametrize("maker", MAKERS)
 @pytest.mark.parametrize("depth", ["every level", "nested only"])
-@pytest.mark.parametrize(("name", "events"), RECORDINGS, ids=[n for n, _ in RECORDINGS])
-def test_any_mapping_reads_as_the_plain_dict(
-    name: str, events: list[dict[str, Any]], depth: str, maker: str
-) -> None:
+@pytest.mark.parametrize(("wire", "name"), RECORDED)
+def test_any_mapping_reads_as_the_plain_dict(wire: str, name: str, depth: str, maker: str) -> None:
+    events = case(wire).load(name)
     make = MAKERS[maker]
     shaped = [deep(e, make) if depth == "every level" else nested_only(e, make) for e in events]
     for run in (turn_of, rx_turn):
@@ -154,29 +139,19 @@ class Flaky(NotADict):
         raise RuntimeError("backend gone")
 
 
-@pytest.mark.parametrize("wire", [None, "chat"])
+@pytest.mark.parametrize("wire", [None, *names()])
 def test_a_mapping_whose_lookup_fails_is_a_typed_error(wire: str | None) -> None:
     with pytest.raises(rt.MalformedChunkError, match="raised RuntimeError"):
         turn_of([Flaky({"choices": []})], wire=wire)
 
 
-@pytest.mark.parametrize(
-    "event",
-    [
-        {"candidates": [{"content": Flaky({"parts": []}), "finishReason": "STOP"}]},
-        {"candidates": [], "promptFeedback": Flaky({"blockReason": "SAFETY"})},
-        {"type": "message_delta", "delta": Flaky({"stop_reason": "end_turn"})},
-        {"type": "error", "error": Flaky({"message": "overloaded"})},
-        {"type": "response.failed", "response": {"error": Flaky({"message": "x"})}},
-    ],
-    ids=["gemini content", "gemini feedback", "anthropic delta", "anthropic error", "responses"],
-)
-def test_a_nested_mapping_whose_lookup_fails_is_a_typed_error(event: dict[str, Any]) -> None:
-    wire = "gemini" if "candidates" in event else "anthropic"
-    if event.get("type", "").startswith("response."):
-        wire = "responses"
+@pytest.mark.parametrize(("wire", "where"), per_wire(lambda entry: list(entry.nested)))
+def test_a_nested_mapping_whose_lookup_fails_is_a_typed_error(wire: str, where: str) -> None:
+    event = case(wire).nested[where](Flaky({"x": 1}))
     with pytest.raises(rt.MalformedChunkError, match="RuntimeError"):
         turn_of([event], wire=wire)
+    with pytest.raises(rt.MalformedChunkError, match="RuntimeError"):
+        turn_of([event])
 
 
 def test_a_kept_mapping_whose_reading_fails_is_a_typed_error() -> None:

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 import rxtoolcalls as rt
-from tests.test_duplicate_ids import WIRES
+from rxtoolcalls.wires import names
+from tests.test_duplicate_ids import build
 from tests.wire_builders import (
     G_CLOSE,
     g_arg,
@@ -77,10 +78,9 @@ def test_a_gemini_number_that_is_not_one(value: Any) -> None:
         assert value not in text.replace("12 ", "")
 
 
-@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize("wire", names())
 def test_no_mutation_of_a_turn_puts_its_arguments_in_a_message(wire: str) -> None:
-    build = WIRES[wire]
-    events = build((0, "c1", "login", ARGUMENTS), (1, "c2", "login", ARGUMENTS))
+    events = build(wire, (0, "c1", "login", ARGUMENTS), (1, "c2", "login", ARGUMENTS))
     raw = [json.dumps(e) for e in events]
     said: list[str] = []
     for at in range(len(events)):

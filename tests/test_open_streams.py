@@ -20,8 +20,10 @@ import reactivex
 from reactivex import operators as ops
 
 import rxtoolcalls as rt
+from rxtoolcalls.wires import names
 from tests import wire_builders as wb
 from tests.helpers import call_open, choice
+from tests.wire_builders import case
 
 
 def pieces_of(arguments: str, size: int = 4) -> list[dict[str, Any]]:
@@ -84,20 +86,15 @@ def test_lone_surrogates_split_across_pieces_come_out_as_they_went_in(size: int)
     assert all(decoded.startswith(p) for p in partial)
 
 
-@pytest.mark.parametrize("wire", ["responses", "anthropic"])
-def test_lone_surrogates_stay_exact_on_the_other_wires(wire: str) -> None:
+@pytest.mark.parametrize("wire", names())
+def test_lone_surrogates_stay_exact_on_every_wire(wire: str) -> None:
     decoded = '{"s": "' + chr(0xD83D) + chr(0xDE00) + "x" + chr(0xDFFF) + '"}'
-    if wire == "responses":
-        # The final value (arguments.done) is compared with the pieces streamed before it.
-        events = [
-            wb.r_created(),
-            *wb.r_call(0, "call_1", "f", decoded, pieces=len(decoded)),
-            wb.r_completed([wb.r_fc_item(0, "call_1", "f", decoded)]),
-        ]
-    else:
-        events = [wb.a_start(), *wb.a_tool(0, "toolu_1", "f", decoded, len(decoded)), *wb.a_end()]
-    turn = wb.turn_of(events)
-    assert turn.tool_calls[0].arguments == decoded
+    entry = case(wire)
+    # One character a piece (Responses compares its final value with the pieces before it).
+    turn = wb.turn_of(entry.turn((), [("call_1", "f", list(decoded))]))
+    if entry.arguments_as_text:
+        assert turn.tool_calls[0].arguments == decoded
+    assert turn.tool_calls[0].parsed_arguments == json.loads(decoded)
 
 
 def test_a_str_subclass_piece_is_kept_as_its_text() -> None:
@@ -302,29 +299,10 @@ PROSE = ("héllo wörld 日本 " + chr(0xD83D) + chr(0xDE00) + " end. ") * 40
 
 def prose_events(wire: str, text: str, size: int = 3) -> list[Any]:
     """``text`` as streamed prose on ``wire``, in pieces of ``size`` characters."""
-    parts = [text[i : i + size] for i in range(0, len(text), size)]
-    if wire == "chat":
-        return [*(choice({"content": p}) for p in parts), choice({}, "stop")]
-    if wire == "responses":
-        head, _, done, item_done = wb.r_message(0, text)
-        deltas = [
-            {
-                "type": "response.output_text.delta",
-                "output_index": 0,
-                "content_index": 0,
-                "delta": p,
-            }
-            for p in parts
-        ]
-        return [wb.r_created(), head, *deltas, done, item_done, wb.r_completed([item_done["item"]])]
-    if wire == "anthropic":
-        start, delta, stop = wb.a_text(0, "")
-        pieces = [{**delta, "delta": {"type": "text_delta", "text": p}} for p in parts]
-        return [wb.a_start(), start, *pieces, stop, *wb.a_end("end_turn")]
-    return [*(wb.g_response(wb.g_text(p)) for p in parts), wb.g_stop()]
+    return case(wire).turn([text[i : i + size] for i in range(0, len(text), size)])
 
 
-@pytest.mark.parametrize("wire", ["chat", "responses", "anthropic", "gemini"])
+@pytest.mark.parametrize("wire", names())
 def test_streamed_prose_is_exact_on_every_wire(wire: str) -> None:
     turn = wb.turn_of(prose_events(wire, PROSE))
     assert turn.content == PROSE
@@ -397,13 +375,13 @@ def test_the_lenient_policy_keeps_what_a_call_received_at_one_byte_a_character()
 
 
 @pytest.mark.parametrize("detected", [False, True], ids=["forced", "detected"])
-@pytest.mark.parametrize("wire", ["chat", "responses", "anthropic", "gemini"])
+@pytest.mark.parametrize("wire", names())
 def test_a_finished_turn_leaves_nothing_for_the_cycle_collector(wire: str, detected: bool) -> None:
     """A reader holds its stage's ``fail``, which held the stage, which held the reader."""
-    events = prose_events(wire, "Hello there")
     outcomes: list[Any] = []
     for failing in (False, True):
-        source = reactivex.from_iterable(events[:-1] if failing else events)
+        # Failing: the same prose with no end.
+        source = reactivex.from_iterable(case(wire).turn(["Hello", " there"], end=not failing))
         operator = rt.assemble() if detected else rt.assemble(wire=wire)  # type: ignore[arg-type]
         gc.collect()
         gc.disable()

@@ -1,4 +1,7 @@
-"""Property tests: split and interleaving invariance, truncation, and the error promise."""
+"""Property tests: split and interleaving invariance, truncation, and the error promise.
+
+On the Chat wire first (with interleaving and packing), then on every registered wire.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rxtoolcalls as rt
+from rxtoolcalls.wires import names
 from tests.helpers import Chunk, choice, outcome, reference, run_assemble, run_assembler, run_pipe
+from tests.wire_builders import CallSpec, case, per_wire
 
 JSON_SCALARS = st.one_of(
     st.none(),
@@ -448,3 +453,144 @@ def test_short_inputs_are_classified_as_the_first_regex_did(
 def test_where_the_first_regex_was_wrong(text: str, truncated: bool) -> None:
     assert _classified_truncated(text) is truncated
     assert _prefix_reference(text) is truncated
+
+
+# -- every wire: the properties above on each registered wire's own events -------------------
+# The streams come from the per-wire table (tests/wire_builders.py); each wire has its own
+# budget, so a new wire adds its share of the time and takes nothing from the others.
+
+PER_WIRE = 40
+
+
+@st.composite
+def wire_turns(
+    draw: st.DrawFn, wire: str
+) -> tuple[list[Any], list[tuple[str, str, str]], str | None]:
+    """A whole turn of ``wire``: prose and calls, each text split at random, and its answer."""
+    calls: list[CallSpec] = []
+    expected: list[tuple[str, str, str]] = []
+    for number in range(draw(st.integers(0, 3))):
+        name = draw(NAMES)
+        text = json.dumps(draw(ARGUMENTS), ensure_ascii=draw(st.booleans()))
+        calls.append((f"call_{number}", name, draw(split(text))))
+        expected.append((f"call_{number}", name, text))
+    prose = draw(st.one_of(st.none(), st.text(min_size=1, max_size=20)))
+    said = [] if prose is None else draw(split(prose))
+    return case(wire).turn(said, calls), expected, prose
+
+
+def split(text: str) -> st.SearchStrategy[list[str]]:
+    """``text`` cut at random places into non-empty pieces."""
+    inner = st.sets(st.integers(1, max(1, len(text) - 1)), max_size=min(len(text), 8))
+    return inner.map(
+        lambda cuts: [
+            text[a:b]
+            for a, b in zip([0, *sorted(cuts)], [*sorted(cuts), len(text)], strict=True)
+            if text[a:b]
+        ]
+    )
+
+
+@pytest.mark.parametrize("wire", names())
+@settings(max_examples=PER_WIRE, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_on_every_wire_any_split_gives_the_same_turn(wire: str, data: st.DataObject) -> None:
+    events, expected, prose = data.draw(wire_turns(wire))
+    turn = run_assembler(events)
+    assert (turn.wire, turn.content) == (wire, prose)
+    assert [(c.id, c.name, c.parsed_arguments) for c in turn.tool_calls] == [
+        (i, name, json.loads(text)) for i, name, text in expected
+    ]
+    if case(wire).arguments_as_text:
+        assert [c.arguments for c in turn.tool_calls] == [text for _, _, text in expected]
+    assert run_assemble(events) == turn
+    assert run_pipe(events) == turn
+
+
+def _emits_nothing_but_one_error(events: list[Any]) -> Exception:
+    values: list[Any] = []
+    errors: list[Exception] = []
+    reactivex.from_iterable(events).pipe(rt.assemble()).subscribe(values.append, errors.append)
+    assert values == []
+    assert len(errors) == 1
+    return errors[0]
+
+
+@pytest.mark.parametrize("wire", names())
+@settings(max_examples=PER_WIRE, deadline=None)
+@given(ARGUMENTS.filter(bool), st.data())
+def test_on_every_wire_every_truncation_is_an_error_and_emits_nothing(
+    wire: str, arguments: dict[str, Any], data: st.DataObject
+) -> None:
+    entry = case(wire)
+    # A call cut inside a string value, then any of the ways the wire ends a turn.
+    value = data.draw(st.text(max_size=12))
+    for closer in entry.closers.values():
+        cut = entry.cut((), "c", "f", "k", value) + closer
+        assert isinstance(_emits_nothing_but_one_error(cut), rt.TruncatedToolCallError)
+    if entry.arguments_as_text:
+        # The JSON text cut anywhere, then the turn's end: reported as cut, never as invalid.
+        text = json.dumps(arguments, ensure_ascii=data.draw(st.booleans()))
+        at = data.draw(st.integers(1, len(text) - 1))
+        events = entry.turn((), [("c", "f", data.draw(split(text[:at])))])
+        assert isinstance(_emits_nothing_but_one_error(events), rt.TruncatedToolCallError)
+
+
+@pytest.mark.parametrize(
+    ("wire", "kind"), per_wire(lambda entry: ["json text"] if entry.arguments_as_text else [])
+)
+@settings(max_examples=PER_WIRE, deadline=None)
+@given(ARGUMENTS, st.text(min_size=1, max_size=5).filter(lambda s: s.strip() != ""))
+def test_on_every_wire_text_after_a_complete_value_is_invalid_not_truncated(
+    wire: str, kind: str, arguments: dict[str, Any], junk: str
+) -> None:
+    events = case(wire).turn((), [("c", "f", [json.dumps(arguments), junk])])
+    with pytest.raises(rt.InvalidArgumentsError):
+        run_assembler(events)
+
+
+MUTANTS = st.one_of(
+    WIRE_SCALARS,
+    st.sampled_from([[], {}, 1 << 70, -1, 1.5, float("nan"), b"x", "\ud800", "tool_use"]),
+)
+
+
+@st.composite
+def mutated(draw: st.DrawFn, value: Any, depth: int = 0) -> Any:
+    """``value`` with one thing changed somewhere inside: a key dropped, a value replaced."""
+    if depth < 6 and isinstance(value, dict) and value and draw(st.booleans()):
+        key = draw(st.sampled_from(list(value)))
+        how = draw(st.integers(0, 2))
+        if how == 0:
+            return {k: v for k, v in value.items() if k != key}
+        replaced = draw(MUTANTS) if how == 1 else draw(mutated(value[key], depth + 1))
+        return {**value, key: replaced}
+    if depth < 6 and isinstance(value, list) and value and draw(st.booleans()):
+        at = draw(st.integers(0, len(value) - 1))
+        return [*value[:at], draw(mutated(value[at], depth + 1)), *value[at + 1 :]]
+    return draw(MUTANTS)
+
+
+@pytest.mark.parametrize("wire", names())
+@settings(max_examples=2 * PER_WIRE, deadline=None)
+@given(data=st.data())
+def test_on_every_wire_a_broken_turn_raises_only_our_errors(wire: str, data: st.DataObject) -> None:
+    events = case(wire).turn(["Hi"], [("call_a", "f", ['{"a": ', '"b"}']), ("call_b", "g", ["{}"])])
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(events) - 1))
+        how = data.draw(st.sampled_from(["mutate", "drop", "repeat"]))
+        if how == "mutate":
+            events = [*events[:at], data.draw(mutated(events[at])), *events[at + 1 :]]
+        elif how == "drop":
+            events = events[:at] + events[at + 1 :]
+        else:
+            events = events[: at + 1] + events[at:]
+    # outcome() catches only our errors: any other exception fails the test.
+    first = outcome(run_assembler, events)
+    if not isinstance(first, rt.AssistantTurn):
+        assert issubclass(first[0], rt.ToolCallStreamError)
+    assert outcome(run_assemble, events) == first
+    assert outcome(run_pipe, events) == first
+    progress_errors: list[Exception] = []
+    reactivex.from_iterable(events).pipe(rt.progress()).subscribe(on_error=progress_errors.append)
+    assert all(isinstance(e, rt.ToolCallStreamError) for e in progress_errors)

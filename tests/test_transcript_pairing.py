@@ -1,7 +1,11 @@
-"""An answer counts only where the API pairs it with its call: the agent loop, on every wire."""
+"""An answer counts only where the API pairs it with its call: the agent loop, on every wire.
+
+Every registered wire, its streams and transcripts from the table in tests/wire_builders.py.
+"""
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -13,65 +17,29 @@ from hypothesis import strategies as st
 from reactivex import operators as ops
 
 import rxtoolcalls as rt
-from rxtoolcalls.transcript import CANCELLED, find_unanswered, repair_transcript
-from tests.helpers import Script, answer, tool_turn
-from tests.wire_builders import (
-    a_end,
-    a_start,
-    a_text,
-    a_tool,
-    g_call,
-    g_response,
-    g_stop,
-    g_text,
-    r_call,
-    r_completed,
-    r_created,
-    r_fc_item,
-    r_message,
-    turn_of,
-)
+from rxtoolcalls.transcript import CANCELLED, find_unanswered, repair_transcript, transcript_wire
+from rxtoolcalls.wires import names
+from tests.helpers import Script
+from tests.wire_builders import case, g_call, g_response, g_stop, turn_of
 
 Item = dict[str, Any]
-WIRES = ["chat", "responses", "anthropic", "gemini"]
+WIRES = names()
 # A call as the model streams it: id, name, arguments.
 Call = tuple[str, str, dict[str, Any]]
 
 
 def user(wire: str, text: str) -> Item:
-    if wire == "gemini":
-        return {"role": "user", "parts": [{"text": text}]}
-    return {"role": "user", "content": text}
+    return case(wire).user([text], False)
 
 
 def call_turn(wire: str, *calls: Call) -> list[Item]:
     """The events of a turn that asks for ``calls``."""
-    if wire == "chat":
-        return tool_turn(*((i, name, json.dumps(a)) for i, name, a in calls))
-    if wire == "responses":
-        done = [(n, i, name, json.dumps(a)) for n, (i, name, a) in enumerate(calls)]
-        events = [r_created()]
-        for call in done:
-            events.extend(r_call(*call))
-        return [*events, r_completed([r_fc_item(*call) for call in done])]
-    if wire == "anthropic":
-        events = [a_start()]
-        for n, (i, name, a) in enumerate(calls):
-            events.extend(a_tool(n, i, name, json.dumps(a)))
-        return [*events, *a_end("tool_use")]
-    return [g_response(*(g_call(name, a, id=i) for i, name, a in calls)), g_stop()]
+    return case(wire).turn((), [(i, name, [json.dumps(a)]) for i, name, a in calls])
 
 
 def prose_turn(wire: str, text: str) -> list[Item]:
     """The events of a turn that answers in prose."""
-    if wire == "chat":
-        return answer(text)
-    if wire == "responses":
-        message = r_message(0, text)
-        return [r_created(), *message, r_completed([message[-1]["item"]])]
-    if wire == "anthropic":
-        return [a_start(), *a_text(0, text), *a_end("end_turn")]
-    return [g_response(g_text(text)), g_stop()]
+    return case(wire).turn([text])
 
 
 def entries(turn: rt.AssistantTurn) -> list[Item]:
@@ -209,34 +177,9 @@ def test_a_resumed_gemini_turn_pairs_answers_without_ids_by_name_in_order() -> N
     assert script.seen[0] == [user("gemini", "Weather?"), *asked.exchange(["sunny", "rain"])]
 
 
-@pytest.mark.parametrize(
-    ("wire", "last", "answered"),
-    [
-        (
-            "chat",
-            {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f"}}]},
-            {"role": "tool", "tool_call_id": "a", "content": "x"},
-        ),
-        (
-            "responses",
-            r_fc_item(0, "a", "f", "[1]"),
-            {"type": "function_call_output", "call_id": "a", "output": "x"},
-        ),
-        (
-            "anthropic",
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "a"}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]},
-        ),
-        (
-            "gemini",
-            {"role": "model", "parts": [{"functionCall": {"name": "f", "args": 3}}]},
-            {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]},
-        ),
-    ],
-)
-def test_a_resumed_call_that_cannot_run_is_a_value_error_at_the_call(
-    wire: str, last: Item, answered: Item
-) -> None:
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_resumed_call_that_cannot_run_is_a_value_error_at_the_call(wire: str) -> None:
+    last, answered = case(wire).unrunnable
     script = Script(prose_turn(wire, "?"))
     with pytest.raises(ValueError, match=r"message 1: .* cannot be run"):
         rt.agent_loop(script, {}, [user(wire, "hi"), last])
@@ -310,66 +253,26 @@ class Render:
         return [f"{w} {self.count}.{n}" if w else "" for n, w in enumerate(said[0])]
 
     def user(self, said: Said) -> Item:
-        words, as_list = self.words(said), said[1]
-        if self.wire == "gemini":
-            return {"role": "user", "parts": [{"text": w} for w in words]}
-        kind = "input_text" if self.wire == "responses" else "text"
-        content = [{"type": kind, "text": w} for w in words] if as_list else " ".join(words)
-        return {"role": "user", "content": content}
+        return case(self.wire).user(self.words(said), said[1])
 
     def turn(self, answered: list[bool], said: Said | None, late: bool) -> None:
+        entry = case(self.wire)
         self.count += 1
         ids = [f"call_{self.count}_{n}" for n in range(len(answered))]
-        done = [i for i, yes in zip(ids, answered, strict=True) if yes]
+        # Where a call may come without an id (Gemini 2.5 sends none), every other one has
+        # none: those pair by name.
+        named = [
+            (None if entry.optional_ids and n % 2 else i, f"f{n % 2}") for n, i in enumerate(ids)
+        ]
+        self.out.extend(entry.asked(f"t{self.count}", named))
+        done = [call for call, yes in zip(named, answered, strict=True) if yes]
         words = None if said is None else self.user(said)
-        answers: list[Item]
-        if self.wire == "chat":
-            message: Item = {"role": "assistant", "content": "t"}
-            if ids:
-                function = {"name": "f", "arguments": "{}"}
-                message["tool_calls"] = [
-                    {"id": i, "type": "function", "function": function} for i in ids
-                ]
-            self.out.append(message)
-            answers = [{"role": "tool", "tool_call_id": i, "content": "r"} for i in done]
-        elif self.wire == "responses":
-            text = {"type": "output_text", "text": "t"}
-            self.out.append({"type": "message", "role": "assistant", "content": [text]})
-            self.out.extend(r_fc_item(n, i, "f", "{}") for n, i in enumerate(ids))
-            answers = [{"type": "function_call_output", "call_id": i, "output": "r"} for i in done]
-        elif self.wire == "anthropic":
-            uses = [{"type": "tool_use", "id": i, "name": "f", "input": {}} for i in ids]
-            self.out.append(
-                {"role": "assistant", "content": [{"type": "text", "text": "t"}, *uses]}
-            )
-            results = [{"type": "tool_result", "tool_use_id": i, "content": "r"} for i in done]
-            answers = [{"role": "user", "content": results}] if results else []
+        if late:
+            # The user spoke before the answers came: there they answer nothing.
+            self.out.extend([*([] if words is None else [words]), *entry.answers(done, None)])
         else:
-            # Every other call without an id (Gemini 2.5 sends none): those pair by name.
-            named = [(f"f{n % 2}", None if n % 2 else i) for n, i in enumerate(ids)]
-            calls = [
-                {"functionCall": {"name": n, "args": {}, **({"id": i} if i else {})}}
-                for n, i in named
-            ]
-            self.out.append({"role": "model", "parts": [{"text": "t"}, *calls]})
-            responses = [
-                {"functionResponse": {"name": n, **({"id": i} if i else {}), "response": {}}}
-                for (n, i), yes in zip(named, answered, strict=True)
-                if yes
-            ]
-            answers = [{"role": "user", "parts": responses}] if responses else []
-        if words is not None and answers and not late and self.wire in ("anthropic", "gemini"):
-            # One user message holds the answers, then the user's words.
-            key = "parts" if self.wire == "gemini" else "content"
-            said_blocks = (
-                words[key]
-                if isinstance(words[key], list)
-                else [{"type": "text", "text": words[key]}]
-            )
-            answers[0][key] = [*answers[0][key], *said_blocks]
-            words = None
-        first, then = ([words], answers) if late else (answers, [words])
-        self.out.extend(m for m in [*first, *then] if m is not None)
+            # The answers, then the user's words (in one message where the wire pairs so).
+            self.out.extend(entry.answers(done, words))
 
 
 def render_steps(wire: str, steps: list[Any]) -> list[Item]:
@@ -381,6 +284,10 @@ def render_steps(wire: str, steps: list[Any]) -> list[Item]:
         else:
             render.turn(*step)
     return render.out
+
+
+def flat(said: list[list[str]]) -> list[str]:
+    return [word for words in said for word in words]
 
 
 def user_words(messages: list[Item]) -> list[list[str]]:
@@ -405,7 +312,8 @@ def user_words(messages: list[Item]) -> list[list[str]]:
     return said
 
 
-@settings(max_examples=250, deadline=None)
+# Every registered wire, each with its share of the budget.
+@settings(max_examples=60 * len(WIRES), deadline=None)
 @given(wire=st.sampled_from(WIRES), steps=steps_strategy)
 def test_any_repair_answers_every_call_and_keeps_every_word_the_user_wrote(
     wire: str, steps: list[Any]
@@ -414,7 +322,13 @@ def test_any_repair_answers_every_call_and_keeps_every_word_the_user_wrote(
     for mode in ("drop", "cancel"):
         repaired = repair_transcript(messages, mode)
         assert find_unanswered(repaired) == []
-        assert user_words(repaired) == user_words(messages)
+        if case(wire).alternates and transcript_wire(messages) is not None:
+            # Two messages of one role in a row are joined: the same words, in order.
+            roles = [m.get("role") for m in repaired]
+            assert all(a != b for a, b in itertools.pairwise(roles)), roles
+            assert flat(user_words(repaired)) == flat(user_words(messages))
+        else:
+            assert user_words(repaired) == user_words(messages)
 
 
 # -- the loop answers as turn.tool_messages() does ------------------------------------------

@@ -1,4 +1,7 @@
-"""find_unanswered and repair_transcript on the Responses, Anthropic and Gemini shapes."""
+"""find_unanswered and repair_transcript on the Responses, Anthropic and Gemini shapes.
+
+The properties at the end run on every registered wire's shape (tests/wire_builders.py).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ from rxtoolcalls.transcript import (
     repair_transcript,
     transcript_wire,
 )
-from tests.wire_builders import g_call, g_response, g_stop, load_wire, r_fc_item
+from rxtoolcalls.wires import names
+from tests.wire_builders import CASES, case, g_call, g_response, g_stop, load_wire, r_fc_item
 
 Item = dict[str, Any]
 USER: Item = {"role": "user", "content": "weather in Paris and Rome?"}
@@ -364,50 +368,23 @@ Round = tuple[list[bool], bool]
 
 
 def render(wire: str, rounds: list[Round]) -> list[Item]:
-    """A transcript of ``rounds`` in the shape of ``wire``; call ids are unique."""
-    out: list[Item] = [dict(USER)]
+    """A transcript of ``rounds`` in the shape of ``wire`` (its entry in the table of
+    tests/wire_builders.py); call ids are unique."""
+    entry = case(wire)
+    out: list[Item] = [entry.user(["weather in Paris and Rome?"], False)]
     for number, (answered, orphan) in enumerate(rounds):
         ids = [f"call_{number}_{i}" for i in range(len(answered))]
-        done = [call_id for call_id, yes in zip(ids, answered, strict=True) if yes]
-        stray = f"ghost_{number}"
-        if wire == "chat":
-            calls = [
-                {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}
-                for i in ids
-            ]
-            out.append(
-                {"role": "assistant", "content": None, **({"tool_calls": calls} if ids else {})}
-            )
-            out.extend({"role": "tool", "tool_call_id": i, "content": "r"} for i in done)
-            if orphan:
-                out.append({"role": "tool", "tool_call_id": stray, "content": "r"})
-            out.append({"role": "user", "content": "next"})
-        elif wire == "responses":
-            out.append({**REASONING, "id": f"rs_{number}"})
-            out.extend(r_fc_item(n, i, "f", "{}") for n, i in enumerate(ids))
-            out.extend(r_output(i) for i in done)
-            if orphan:
-                out.append(r_output(stray))
-            out.append({"role": "user", "content": "next"})
-        elif wire == "gemini":
-            # Every other call has no id (Gemini 2.5 sends none): those match by name.
-            named = [(f"f{i % 2}", None if i % 2 else call_id) for i, call_id in enumerate(ids)]
-            out.append(
-                {"role": "model", "parts": [{"text": "t"}, *(g_call_part(*c) for c in named)]}
-            )
-            answers = [g_answer(*c) for c, yes in zip(named, answered, strict=True) if yes]
-            if orphan:
-                answers.insert(0, g_answer("f0", stray))
-            out.append({"role": "user", "parts": [*answers, {"text": "next"}]})
-        else:
-            out.append(
-                {
-                    "role": "assistant",
-                    "content": [{"type": "text", "text": "t"}, *map(tool_use, ids)],
-                }
-            )
-            results = [*map(tool_result, done), *([tool_result(stray)] if orphan else [])]
-            out.append({"role": "user", "content": [*results, {"type": "text", "text": "next"}]})
+        # Where a call may come without an id (Gemini 2.5 sends none), every other one has
+        # none: those match by name.
+        named = [
+            (None if entry.optional_ids and i % 2 else call_id, f"f{i % 2}")
+            for i, call_id in enumerate(ids)
+        ]
+        out.extend(entry.asked(f"t{number}", named))
+        done = [call for call, yes in zip(named, answered, strict=True) if yes]
+        if orphan:
+            done.append((f"ghost_{number}", "f0"))
+        out.extend(entry.answers(done, entry.user(["next"], False)))
     return out
 
 
@@ -416,8 +393,9 @@ rounds_strategy = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
-@given(wire=st.sampled_from(["chat", "responses", "anthropic", "gemini"]), rounds=rounds_strategy)
+# Every registered wire, each with its share of the budget.
+@settings(max_examples=50 * len(names()), deadline=None)
+@given(wire=st.sampled_from(names()), rounds=rounds_strategy)
 def test_any_repair_leaves_nothing_unanswered_and_is_stable(wire: str, rounds: list[Round]) -> None:
     messages = render(wire, rounds)
     found = find_unanswered(messages)
@@ -434,27 +412,25 @@ def test_any_repair_leaves_nothing_unanswered_and_is_stable(wire: str, rounds: l
     # Cancelling keeps every call; dropping keeps exactly the calls of complete turns.
     kept = sum(len(a) for a, _ in rounds if all(a))
     total = sum(len(a) for a, _ in rounds)
-    assert calls_in(wire, repair_transcript(messages)) == kept
-    assert calls_in(wire, repair_transcript(messages, "cancel")) == total
+    calls_in = case(wire).calls_in
+    assert calls_in(repair_transcript(messages)) == kept
+    assert calls_in(repair_transcript(messages, "cancel")) == total
 
 
-def calls_in(wire: str, messages: list[Item]) -> int:
-    if wire == "chat":
-        return sum(len(m.get("tool_calls") or ()) for m in messages)
-    if wire == "responses":
-        return sum(m.get("type") == "function_call" for m in messages)
-    if wire == "gemini":
-        return sum("functionCall" in p for m in messages for p in m.get("parts") or ())
-    return sum(
-        b.get("type") == "tool_use"
-        for m in messages
-        for b in m.get("content") or ()
-        if isinstance(b, dict)
-    )
+def _keys(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value).union(*map(_keys, value.values()))
+    if isinstance(value, list):
+        return set().union(*map(_keys, value))
+    return set()
 
 
 _FIELDS = ["role", "type", "content", "id", "call_id", "tool_use_id", "tool_call_id"]
-_GEMINI_FIELDS = ["parts", "functionCall", "functionResponse", "name"]
+# Every field a registered wire's transcript has (those with no entry fail elsewhere).
+_WIRE_FIELDS = sorted(
+    set().union(*(_keys(render(w, [([True, False], True)])) for w in names() if w in CASES))
+    - set(_FIELDS)
+)
 _WORDS = st.sampled_from(
     [
         *("user", "assistant", "tool", "function_call", "function_call_output", "tool_use"),
@@ -465,9 +441,7 @@ _VALUES = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), _WORDS),
     lambda inner: st.one_of(
         st.lists(inner, max_size=3),
-        st.dictionaries(
-            st.sampled_from([*_FIELDS, *_GEMINI_FIELDS, "tool_calls", "input"]), inner, max_size=4
-        ),
+        st.dictionaries(st.sampled_from([*_FIELDS, *_WIRE_FIELDS]), inner, max_size=4),
     ),
     max_leaves=12,
 )
@@ -476,9 +450,7 @@ _VALUES = st.recursive(
 @settings(max_examples=500, deadline=None)
 @given(
     st.lists(
-        st.dictionaries(
-            st.sampled_from([*_FIELDS, *_GEMINI_FIELDS, "tool_calls"]), _VALUES, max_size=5
-        ),
+        st.dictionaries(st.sampled_from([*_FIELDS, *_WIRE_FIELDS]), _VALUES, max_size=5),
         max_size=6,
     )
 )

@@ -36,55 +36,25 @@ from rxtoolcalls.wires.bedrock import (
     unwrap_chunk,
 )
 from tests.helpers import NotADict, open_sockets, settle
+from tests.wire_builders import B_START as START
+from tests.wire_builders import B_USAGE as USAGE
+from tests.wire_builders import (
+    b_delta,
+    b_end,
+    b_open,
+    b_piece,
+    b_stop,
+    b_text,
+    b_tool,
+    converse_names,
+    load_bedrock,
+)
+from tests.wire_builders import load_bedrock_lines as load_lines
 
 Event = dict[str, Any]
 BEDROCK = Path(__file__).parent / "fixtures" / "wire" / "bedrock"
 BOUND = 5.0  # seconds; a freed connection is seen in milliseconds
 QUICK = 1.5  # seconds within which a dispose frees the client's end (measured: milliseconds)
-
-
-# -- recordings in boto3's shape ------------------------------------------------------------
-
-
-def boto_event(line: dict[str, Any]) -> Event:
-    """A recording's ``{"event", "data"}`` line as boto3 yields it: ``{event: data}``.
-
-    boto3 drops the padding ``p``, decodes blobs from base64 to ``bytes``, and (botocore 1.44)
-    drops the usage member its model does not know (``serverToolUsage``).
-    """
-    data = {k: v for k, v in line["data"].items() if k != "p"}
-    reasoning = data.get("delta", {}).get("reasoningContent")
-    if reasoning is not None and "redactedContent" in reasoning:
-        data["delta"] = {
-            "reasoningContent": {
-                **reasoning,
-                "redactedContent": base64.b64decode(reasoning["redactedContent"]),
-            }
-        }
-    if line["event"] == "chunk":
-        data = {**data, "bytes": base64.b64decode(data["bytes"])}
-    usage = data.get("usage")
-    if line["event"] == "metadata" and usage is not None:
-        data["usage"] = {k: v for k, v in usage.items() if k != "serverToolUsage"}
-    return {line["event"]: data}
-
-
-def load_lines(name: str) -> list[dict[str, Any]]:
-    with (BEDROCK / f"{name}.jsonl").open(encoding="utf-8") as lines:
-        return [json.loads(line) for line in lines if line.strip()]
-
-
-def load_bedrock(name: str) -> list[Event]:
-    return [boto_event(line) for line in load_lines(name)]
-
-
-def converse_names() -> list[str]:
-    """Every ConverseStream recording (not the InvokeModel one, whose events are ``chunk``)."""
-    return sorted(
-        p.name.removesuffix(".jsonl")
-        for p in BEDROCK.glob("*.jsonl")
-        if not p.name.endswith(".anthropic.jsonl") and load_lines(p.stem)[0]["event"] != "chunk"
-    )
 
 
 CONVERSE = converse_names()
@@ -101,45 +71,6 @@ def read(events: list[Any], policy: rt.Policy = rt.DEFAULT) -> rt.AssistantTurn:
 
 def calls(turn: rt.AssistantTurn) -> list[tuple[int, str, str, Any]]:
     return [(c.index, c.id, c.name, c.parsed_arguments) for c in turn.tool_calls]
-
-
-# -- builders in the recordings' shapes -----------------------------------------------------
-
-START: Event = {"messageStart": {"role": "assistant"}}
-USAGE: Event = {"metadata": {"usage": {"inputTokens": 5, "outputTokens": 7, "totalTokens": 12}}}
-
-
-def b_open(index: int, id: str, name: str, kind: str | None = None) -> Event:
-    tool: dict[str, Any] = {"toolUseId": id, "name": name}
-    if kind is not None:
-        tool["type"] = kind
-    return {"contentBlockStart": {"contentBlockIndex": index, "start": {"toolUse": tool}}}
-
-
-def b_delta(index: int, delta: dict[str, Any]) -> Event:
-    return {"contentBlockDelta": {"contentBlockIndex": index, "delta": delta}}
-
-
-def b_piece(index: int, piece: str) -> Event:
-    return b_delta(index, {"toolUse": {"input": piece}})
-
-
-def b_text(index: int, text: str) -> Event:
-    return b_delta(index, {"text": text})
-
-
-def b_stop(index: int) -> Event:
-    return {"contentBlockStop": {"contentBlockIndex": index}}
-
-
-def b_end(reason: str = "tool_use") -> list[Event]:
-    return [{"messageStop": {"stopReason": reason}}, USAGE]
-
-
-def b_tool(index: int, id: str, name: str, arguments: str, pieces: int = 3) -> list[Event]:
-    size = -(-len(arguments) // pieces) or 1
-    parts = [arguments[i : i + size] for i in range(0, len(arguments), size)]
-    return [b_open(index, id, name), *(b_piece(index, p) for p in parts), b_stop(index)]
 
 
 # -- every recording: what its source asserts ------------------------------------------------

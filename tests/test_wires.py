@@ -1,10 +1,15 @@
-"""Every wire: detection, split invariance of the SSE bytes, SDK event objects, and the peers."""
+"""Every wire: detection, split invariance of the bytes, SDK event objects, and the peers.
+
+The wires come from the registry (``rxtoolcalls.wires.names()``) and their streams from the
+table in ``tests/wire_builders.py``: a new wire is covered here once it has its entry.
+"""
 
 from __future__ import annotations
 
 import copy
 import json
 import pickle
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -13,28 +18,28 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rxtoolcalls as rt
+from rxtoolcalls._eventstream import EventStreamDecoder, frame_event
 from rxtoolcalls._reader import reader
 from rxtoolcalls._sse import DONE, SSEDecoder, chunk_from_event
-from tests.helpers import load_fixture, outcome
+from rxtoolcalls._types import made_up_ids
+from rxtoolcalls.wires import lookup, names
+from rxtoolcalls.wires.chat import ChatReader
+from tests.helpers import outcome
 from tests.wire_builders import (
-    a_end,
-    a_start,
-    a_tool,
+    CASES,
+    case,
     g_call,
     g_response,
     g_stop,
-    g_text,
     load_wire,
-    load_wire_lines,
-    r_call,
-    r_completed,
-    r_created,
-    sse_bytes,
+    per_wire,
+    pieces,
+    source_of,
     wire_fixture_names,
 )
 
-WIRED = [(wire, name) for wire in ("responses", "anthropic") for name in wire_fixture_names(wire)]
-IDS = [f"{wire}/{name}" for wire, name in WIRED]
+RECORDED = per_wire(lambda entry: entry.recordings())
+CALLS = (("call_a", "get_weather", pieces('{"city": "Paris"}')), ("call_b", "f", ["{}"]))
 
 
 def assemble_events(events: list[Any], **kwargs: Any) -> rt.AssistantTurn:
@@ -44,75 +49,126 @@ def assemble_events(events: list[Any], **kwargs: Any) -> rt.AssistantTurn:
     return assembler.close()
 
 
-def from_pieces(pieces: list[bytes]) -> rt.AssistantTurn:
+def comparable(result: Any) -> Any:
+    """A turn with the ids its reader made up (random) written as ``*``; an error as is."""
+    if not isinstance(result, rt.AssistantTurn):
+        return result
+    text = repr(result)
+    for made in made_up_ids(result):
+        text = text.replace(made, "*")
+    return text
+
+
+def test_every_registered_wire_has_one_entry_in_the_table() -> None:
+    # A wire registered without an entry fails every cross-wire test; an entry for no wire is
+    # a leftover.
+    assert sorted(CASES) == sorted(names()), "add or remove entries in tests/wire_builders.py"
+
+
+@pytest.mark.parametrize("wire", names())
+def test_a_wire_s_entry_builds_the_turns_it_says(wire: str) -> None:
+    entry = case(wire)
+    turn = assemble_events(entry.turn(["Hel", "lo"], CALLS))
+    assert (turn.wire, turn.content) == (wire, "Hello")
+    assert [(c.id, c.name, c.parsed_arguments) for c in turn.tool_calls] == [
+        ("call_a", "get_weather", {"city": "Paris"}),
+        ("call_b", "f", {}),
+    ]
+    assert turn.finish_reason not in lookup(wire).pause_reasons
+    prose = assemble_events(entry.turn(["Hi", " there"]))
+    assert (prose.content, prose.tool_calls) == ("Hi there", ())
+    for events in (entry.turn(["Hi"], CALLS, end=False), entry.cut(["Hi"])):
+        with pytest.raises(rt.StreamInterruptedError):
+            assemble_events(events)
+    for name, closer in entry.closers.items():
+        with pytest.raises(rt.TruncatedToolCallError):
+            assemble_events([*entry.cut(["Hi"]), *closer])
+        assert name == "finish" or next(iter(entry.closers)) == "finish"
+    assert entry.recordings(), "every wire has recordings of real turns"
+
+
+@pytest.mark.parametrize(("wire", "name"), RECORDED)
+def test_the_wire_is_detected_and_every_recording_ends_typed(wire: str, name: str) -> None:
+    events = case(wire).load(name)
+    result = outcome(assemble_events, events)
+    forced = outcome(assemble_events, events, wire=wire)
+    assert comparable(result) == comparable(forced)
+    if isinstance(result, rt.AssistantTurn):
+        assert result.wire == wire
+        assert bool(result.items) is case(wire).items
+    else:
+        assert issubclass(result[0], rt.ToolCallStreamError)
+    rx = outcome(lambda e: reactivex.from_iterable(e).pipe(rt.assemble()).run(), events)
+    assert comparable(rx) == comparable(result)
+
+
+def sse_events(pieces: list[bytes]) -> Iterator[Any]:
     decoder = SSEDecoder()
-    assembler = rt.Assembler()
     for piece in pieces:
         for event in decoder.feed(piece):
             chunk = chunk_from_event(event)
             if chunk is DONE:
-                return assembler.close()
+                return
             if chunk is not None:
-                assembler.feed(chunk)
-    return assembler.close()
+                yield chunk
 
 
-@pytest.mark.parametrize(("wire", "name"), WIRED, ids=IDS)
-def test_the_wire_is_detected_and_every_recording_ends_typed(wire: str, name: str) -> None:
-    events = load_wire(wire, name)
-    result = outcome(assemble_events, events)
-    forced = outcome(assemble_events, events, wire=wire)
-    assert result == forced
-    if isinstance(result, rt.AssistantTurn):
-        assert result.wire == wire
-        assert result.items
-    else:
-        assert issubclass(result[0], rt.ToolCallStreamError)
-    rx = outcome(lambda e: reactivex.from_iterable(e).pipe(rt.assemble()).run(), events)
-    assert rx == result
+def eventstream_events(pieces: list[bytes]) -> Iterator[Any]:
+    decoder = EventStreamDecoder()
+    for piece in pieces:
+        yield from map(frame_event, decoder.feed(piece))
+    decoder.end()
 
 
-@pytest.mark.parametrize(("wire", "name"), WIRED, ids=IDS)
+# The decoders of each framing a wire's first route names, as its public source reads them.
+DECODERS: dict[str, Callable[[list[bytes]], Iterator[Any]]] = {
+    "sse": sse_events,
+    "eventstream": eventstream_events,
+}
+
+
+def from_pieces(wire: str, pieces: list[bytes]) -> rt.AssistantTurn:
+    """The turn of a body given in ``pieces``, decoded as the wire's framing says."""
+    framing = lookup(wire).routes[0].framing.name
+    assert framing in DECODERS, f"add a decoder for {framing!r} to DECODERS in {__file__}"
+    return assemble_events(list(DECODERS[framing](pieces)))
+
+
+@pytest.mark.parametrize(("wire", "name"), RECORDED)
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
-def test_any_split_of_the_sse_bytes_gives_the_same_turn(wire: str, name: str, data: Any) -> None:
-    raw = sse_bytes(load_wire_lines(wire, name))
-    expected = outcome(from_pieces, [raw])
+def test_any_split_of_the_body_gives_the_same_turn(wire: str, name: str, data: Any) -> None:
+    raw = case(wire).body(name)
+    expected = comparable(outcome(lambda p: from_pieces(wire, p), [raw]))
     cuts = sorted(set(data.draw(st.lists(st.integers(0, len(raw)), max_size=40))))
     pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
-    assert outcome(from_pieces, pieces) == expected
+    assert comparable(outcome(lambda p: from_pieces(wire, p), pieces)) == expected
 
 
-def test_one_byte_at_a_time() -> None:
-    raw = sse_bytes(load_wire_lines("anthropic", "openllmetry__text_then_parallel_tool_use"))
-    turn = from_pieces([raw[i : i + 1] for i in range(len(raw))])
-    assert [c.name for c in turn.tool_calls] == ["get_weather", "get_time"]
+@pytest.mark.parametrize("wire", names())
+def test_one_byte_at_a_time(wire: str) -> None:
+    entry = case(wire)
+    raw = entry.body(entry.recordings()[0])
+    whole = comparable(outcome(lambda p: from_pieces(wire, p), [raw]))
+    by_byte = outcome(lambda p: from_pieces(wire, p), [raw[i : i + 1] for i in range(len(raw))])
+    assert comparable(by_byte) == whole
+    # The wire's public source reads the body as the decoder does.
+    through = outcome(lambda b: source_of(wire)([b]).pipe(rt.assemble()).run(), raw)
+    assert comparable(through) == whole
+    assert comparable(outcome(assemble_events, entry.load(entry.recordings()[0]))) == whole
 
 
-def test_a_stream_that_mixes_wires_is_malformed() -> None:
-    chat = load_fixture("openai__single_tool_call")
-    responses = [r_created(), *r_call(0, "c", "f", "{}"), r_completed([])]
-    anthropic = [a_start(), *a_tool(0, "toolu_a", "f", "{}"), *a_end()]
-    gemini = [g_response(g_text("a")), g_response(g_call("f", {})), g_stop()]
-    for first, second in (
-        (chat, responses),
-        (responses, anthropic),
-        (anthropic, chat),
-        (anthropic, responses),
-        (responses, chat),
-        (chat, anthropic),
-        (chat, gemini),
-        (gemini, chat),
-        (responses, gemini),
-        (gemini, responses),
-        (anthropic, gemini),
-        (gemini, anthropic),
-    ):
-        mixed = [*first[:3], *second[:3], *first[3:]]
-        with pytest.raises(rt.MalformedChunkError):
-            assemble_events(mixed)
-        with pytest.raises(rt.MalformedChunkError):
-            reactivex.from_iterable(mixed).pipe(rt.assemble()).run()
+MIXED = [pytest.param(a, b, id=f"{a}-{b}") for a in names() for b in names() if a != b]
+
+
+@pytest.mark.parametrize(("first", "second"), MIXED)
+def test_a_stream_that_mixes_wires_is_malformed(first: str, second: str) -> None:
+    one, other = (case(w).turn(["a"], [("c", "f", ["{}"])]) for w in (first, second))
+    mixed = [*one[:3], *other[:3], *one[3:]]
+    with pytest.raises(rt.MalformedChunkError):
+        assemble_events(mixed)
+    with pytest.raises(rt.MalformedChunkError):
+        reactivex.from_iterable(mixed).pipe(rt.assemble()).run()
 
 
 def test_an_error_before_anything_identifies_the_wire() -> None:
@@ -122,19 +178,13 @@ def test_an_error_before_anything_identifies_the_wire() -> None:
     assert caught.value.retryable is True
 
 
-def test_assembler_reports_its_wire() -> None:
+@pytest.mark.parametrize("wire", names())
+def test_assembler_reports_its_wire(wire: str) -> None:
     assembler = rt.Assembler()
     before = assembler.wire
-    assembler.feed(a_start())
-    assert (before, assembler.wire) == (None, "anthropic")
-    assert rt.Assembler(wire="responses").wire == "responses"
-    assert rt.Assembler(wire="gemini").wire == "gemini"
-    gemini = rt.Assembler()
-    gemini.feed(g_response(g_text("Hi")))
-    assert gemini.wire == "gemini"
-    chat = rt.Assembler()
-    chat.feed(load_fixture("openai__single_tool_call")[0])
-    assert chat.wire == "chat"
+    assembler.feed(case(wire).turn(["Hi"])[0])
+    assert (before, assembler.wire) == (None, wire)
+    assert rt.Assembler(wire=wire).wire == wire  # type: ignore[arg-type]
 
 
 # A Chat chunk that names a call: feed returns its start event unless told not to.
@@ -181,10 +231,10 @@ def test_what_was_set_before_the_chat_state_was_made_is_kept() -> None:
         closed.close_choices()
 
 
-def test_an_assembler_copies_and_pickles_before_and_after_its_first_event() -> None:
-    chat = load_fixture("openai__single_tool_call")
-    gemini = [g_response(g_call("f", {"a": 1})), g_stop()]
-    for events, fed in ((chat, 0), (chat, 1), (gemini, 0), (gemini, 1), ([{}, *gemini], 1)):
+@pytest.mark.parametrize("wire", names())
+def test_an_assembler_copies_and_pickles_before_and_after_its_first_event(wire: str) -> None:
+    turn = case(wire).turn((), [("call_a", "f", ['{"a": 1}'])])
+    for events, fed in ((turn, 0), (turn, 1), ([{}, *turn], 1)):
         turns = []
         original = rt.Assembler()
         for event in events[:fed]:
@@ -210,19 +260,16 @@ def _finished(assembler: rt.Assembler, events: list[Any]) -> Any:
     try:
         for event in events:
             assembler.feed(event)
-        return _without_ids(json.loads(json.dumps(assembler.close().to_message())))
+        return _without_ids(json.loads(json.dumps(assembler.close().to_message(), default=repr)))
     except rt.ToolCallStreamError as error:
         return type(error)
 
 
-RECORDINGS = [(w, n) for w in ("responses", "anthropic", "gemini") for n in wire_fixture_names(w)]
-
-
-@pytest.mark.parametrize(("wire", "name"), RECORDINGS)
+@pytest.mark.parametrize(("wire", "name"), RECORDED)
 def test_an_assembler_copies_and_pickles_midway_through_every_recording(
     wire: str, name: str
 ) -> None:
-    events = load_wire(wire, name)
+    events = case(wire).load(name)
     for cut in sorted({1, len(events) // 2, len(events) - 1}):
         original = rt.Assembler()
         try:
@@ -252,18 +299,28 @@ def test_a_reader_that_hands_events_on_answers_as_the_wire_s_reader() -> None:
     assert detecting.normalizations == {"synthesized_id": 1}
 
 
-def test_a_stream_of_another_wire_never_makes_the_chat_state() -> None:
-    for events in (
-        [g_response(g_call("f", {"a": 1})), g_stop()],
-        [a_start(), *a_tool(0, "toolu_a", "f", "{}"), *a_end()],
-        [r_created(), *r_call(0, "c", "f", "{}"), r_completed([])],
-    ):
-        detecting = reader()
-        for event in events:
-            detecting.feed(event)
-        (turn,) = detecting.close_choices()
-        assert [c.name for c in turn.tool_calls] == ["f"]
-        assert detecting._made is False  # type: ignore[attr-defined]
+@pytest.mark.parametrize("wire", names())
+def test_a_reader_that_hands_events_on_keeps_what_the_wire_s_reader_has(wire: str) -> None:
+    events = case(wire).turn(["Hi"], CALLS)
+    detecting, forced = reader(), reader(wire=wire)  # type: ignore[arg-type]
+    for event in events:
+        assert comparable_starts(detecting.feed(event)) == comparable_starts(forced.feed(event))
+        assert (detecting.usage, detecting.normalizations) == (forced.usage, forced.normalizations)
+    assert [c.name for c in detecting.close_choices()[0].tool_calls] == ["get_weather", "f"]
+
+
+def comparable_starts(started: Any) -> list[tuple[int, str, str]]:
+    return [(s.index, s.id, s.name) for s in started]
+
+
+@pytest.mark.parametrize("wire", [w for w in names() if lookup(w).reader is not ChatReader])
+def test_a_stream_of_another_wire_never_makes_the_chat_state(wire: str) -> None:
+    detecting = reader()
+    for event in case(wire).turn((), [("c", "f", ["{}"])]):
+        detecting.feed(event)
+    (turn,) = detecting.close_choices()
+    assert [c.name for c in turn.tool_calls] == ["f"]
+    assert detecting._made is False  # type: ignore[attr-defined]
 
 
 # -- the SDKs' own event objects --------------------------------------------------------
