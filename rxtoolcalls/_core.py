@@ -1206,17 +1206,24 @@ class Core(_Calls):
         """The error for an event after the wire's terminal event ``end``."""
         return MalformedChunkError(f"a {excerpt(kind, 60)} event after {end}: the stream had ended")
 
-    def foreign(self, data: Mapping[str, Any], what: str) -> MalformedChunkError:
-        """The error for an event this wire does not know: another wire's, or an unknown one."""
+    def refuse_other_wire(self, event: object) -> None:
+        """Raise ``MalformedChunkError`` when ``event`` is another wire's: one stream, one wire."""
         from .wires import detect  # the wires import this module
 
-        other = detect(data)
+        other = detect(event)
         if other is not None and other.name != self.wire:
-            return MalformedChunkError(
+            raise MalformedChunkError(
                 f"an event of {other.title} in a stream of {lookup_title(self.wire)}: one stream "
                 f"speaks one wire",
                 hint=f"read it with wire={other.name!r}",
             )
+
+    def foreign(self, data: Mapping[str, Any], what: str) -> MalformedChunkError:
+        """The error for an event this wire does not know: another wire's, or an unknown one."""
+        try:
+            self.refuse_other_wire(data)
+        except MalformedChunkError as error:
+            return error
         return MalformedChunkError(f"{what} of unknown type {excerpt(data.get('type'), 60)}")
 
     def _name_known(self, call: Call, *, whole: bool = False) -> ToolCallStarted | None:

@@ -283,17 +283,13 @@ class _Deltas(_Fragments):
                 not choices and chunk.get("object") == "error"
             ):
                 self._raise_provider_error(chunk)
-            if choices is None and type(chunk.get("type")) is str:
-                raise MalformedChunkError(
-                    f"a {excerpt(chunk['type'], 60)} event in a Chat Completions stream: one "
-                    f"stream speaks one wire",
-                    hint="pass wire='responses' or wire='anthropic' if that is the stream's wire",
-                )
-            if choices is None and "candidates" in chunk:
-                raise MalformedChunkError(
-                    "a Gemini response in a Chat Completions stream: one stream speaks one wire",
-                    hint="pass wire='gemini' if that is the stream's wire",
-                )
+            if choices is None:
+                self.refuse_other_wire(chunk)
+                if type(chunk.get("type")) is str:
+                    raise MalformedChunkError(
+                        f"a {excerpt(chunk['type'], 60)} event in a Chat Completions stream: "
+                        f"one stream speaks one wire"
+                    )
             usage = chunk.get("usage")
         else:
             if chunk is None or isinstance(chunk, str | bytes | int | float | list | tuple):
@@ -301,12 +297,13 @@ class _Deltas(_Fragments):
             choices = attr(chunk, "choices")
             if extra(chunk, "error") is not None:
                 self._raise_provider_error(chunk)
-            if choices is None and type(kind := attr(chunk, "type")) is str:
-                raise MalformedChunkError(
-                    f"a {excerpt(kind, 60)} event in a Chat Completions stream: one stream "
-                    f"speaks one wire",
-                    hint="pass wire='responses' or wire='anthropic' if that is the stream's wire",
-                )
+            if choices is None:
+                self.refuse_other_wire(chunk)
+                if type(kind := attr(chunk, "type")) is str:
+                    raise MalformedChunkError(
+                        f"a {excerpt(kind, 60)} event in a Chat Completions stream: one stream "
+                        f"speaks one wire"
+                    )
             usage = attr(chunk, "usage")
         if usage is not None:
             self.usage = as_dict(usage)

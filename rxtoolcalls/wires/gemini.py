@@ -451,7 +451,8 @@ class _Parts(Core):
         if shown:
             self.charge_kept(shown, f"candidate {state.index}: a functionCall part")
         candidate.add(new_call_item(call.index, _render_call(shown, given is not None)))
-        started = self._name_known(call)
+        # A part names its call whole: a later part without a name only continues its values.
+        started = self._name_known(call, whole=True)
         args = function_call.get("args")
         if args is not None:
             if fragments is not None:
@@ -851,11 +852,12 @@ class GeminiReader(_Parts):
         if usage is not None:
             self.usage = as_dict(usage)
         if not candidates:
-            if candidates is None and ("choices" in data or "type" in data):
-                raise MalformedChunkError(
-                    "a Chat, Responses or Anthropic event in a Gemini stream: one stream "
-                    "speaks one wire"
-                )
+            if candidates is None:
+                self.refuse_other_wire(data)
+                if "type" in data:
+                    raise MalformedChunkError(
+                        "a typed event in a Gemini stream: one stream speaks one wire"
+                    )
             # A blocked prompt has no candidates, whether the key is absent, null or [].
             self._prompt_feedback(data.get("promptFeedback"))
             if candidates is None:
