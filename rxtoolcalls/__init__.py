@@ -12,7 +12,6 @@ from ._errors import (
     TruncatedToolCallError,
     UnknownToolError,
 )
-from ._eventstream import from_eventstream
 from ._policy import DEFAULT, LENIENT, Limits, Policy, PolicyName
 from ._reader import Assembler
 from ._types import (
@@ -63,7 +62,7 @@ from .sources import (
 )
 from .transcript import repair_transcript
 from .wires.anthropic import from_anthropic_stream, from_async_anthropic_stream
-from .wires.bedrock import from_async_bedrock_stream, from_bedrock_stream
+from .wires.bedrock import from_async_bedrock_stream, from_bedrock_stream, from_eventstream
 from .wires.gemini import from_async_gemini_stream, from_gemini_stream
 
 __version__ = "0.1.0"

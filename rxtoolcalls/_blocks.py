@@ -111,8 +111,13 @@ class Blocks(Core):
             )
         return block
 
-    def implicit(self, index: int, kind: str) -> Block:
-        """A block that a delta begins without a start (text on several wires)."""
+    def implicit(self, index: int, kind: str, what: str) -> Block:
+        """A block that a delta begins without a start (text on several wires).
+
+        Charged to ``Limits.max_kept`` as a begun block is (rule 2): even an empty one takes
+        room, so a stream of blocks without starts is bounded too.
+        """
+        self.charge_kept((index, kind), f"{what} for {self.block_noun} {index}", index)
         block = self._blocks[index] = Block(kind)
         return block
 

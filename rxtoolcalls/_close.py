@@ -145,8 +145,8 @@ def check_finish(
             raise StreamInterruptedError(
                 f"{where}the stream ended without a finish_reason, so the turn may be cut off"
                 if not terminal
-                else f"the {end.wire} stream ended before its terminal event, so the turn may be "
-                f"cut off",
+                else f"the {_wire_spec(end.wire).title} stream ended before its terminal event, so "
+                f"the turn may be cut off",
                 hint=f"{RETRY_HINT}; a provider that never sends one needs "
                 f"require_finish_reason=False",
                 **about,

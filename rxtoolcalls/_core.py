@@ -1192,6 +1192,15 @@ class Core(_Calls):
         input in the block's start (``given``), taken as it is.
         """
         if call.size == 0 and call.final is None:
+            if given is not None:
+                found = as_object(given)
+                if found is None:
+                    raise MalformedChunkError(
+                        f"{what}: the input its start carries must be an object, got "
+                        f"{type(given).__name__}",
+                        **_at(call),
+                    )
+                given = found
             try:
                 whole = json.dumps(given) if isinstance(given, dict) and given else "{}"
             except (RecursionError, ValueError, TypeError) as error:
@@ -1207,8 +1216,12 @@ class Core(_Calls):
         return MalformedChunkError(f"a {excerpt(kind, 60)} event after {end}: the stream had ended")
 
     def refuse_other_wire(self, event: object) -> None:
-        """Raise ``MalformedChunkError`` when ``event`` is another wire's: one stream, one wire."""
-        from .wires import detect  # the wires import this module
+        """Raise ``MalformedChunkError`` when ``event`` is another wire's: one stream, one wire.
+
+        An envelope (Bedrock's InvokeModel ``chunk``) is refused too: the events inside it are
+        read by the wire they belong to, which a detecting reader finds.
+        """
+        from .wires import WIRES, detect  # the wires import this module
 
         other = detect(event)
         if other is not None and other.name != self.wire:
@@ -1217,6 +1230,14 @@ class Core(_Calls):
                 f"speaks one wire",
                 hint=f"read it with wire={other.name!r}",
             )
+        if other is None:
+            for spec in WIRES:
+                if spec.unwrap is not None and spec.unwrap(event) is not None:
+                    raise MalformedChunkError(
+                        f"an envelope of {spec.title} in a stream of {lookup_title(self.wire)}",
+                        hint="leave wire unset: the events inside an envelope are read as the "
+                        "wire they belong to",
+                    )
 
     def foreign(self, data: Mapping[str, Any], what: str) -> MalformedChunkError:
         """The error for an event this wire does not know: another wire's, or an unknown one."""

@@ -1,59 +1,32 @@
-"""AWS event stream framing (``application/vnd.amazon.eventstream``), sans-IO, and its source.
+"""AWS event stream framing (``application/vnd.amazon.eventstream``), sans-IO.
 
-AWS Bedrock streams (``ConverseStream``, ``InvokeModelWithResponseStream``) are not SSE but
-binary frames. A frame is a 12-byte prelude (total length and headers length, big-endian
+AWS streams (Bedrock's ``ConverseStream`` and ``InvokeModelWithResponseStream``) are not SSE
+but binary frames. A frame is a 12-byte prelude (total length and headers length, big-endian
 ``uint32``, then the CRC32 of those 8 bytes), the headers, the payload, and the CRC32 of
 everything before it. ``EventStreamDecoder`` cuts frames out of bytes split anywhere and checks
-both CRCs; ``frame_event`` turns a frame into the event boto3 yields for it; ``from_eventstream``
-reads a raw body as an Observable of those events. Written here, standard library only, so
-that reading Bedrock's raw bytes does not need botocore; ``tests/test_eventstream.py`` checks
-the events against botocore's own parser.
+both CRCs; ``encode_frame`` writes one. Standard library only, so that reading raw bytes does
+not need botocore. What a frame means is the wire's (``wires/bedrock.py``: ``frame_event``,
+``from_eventstream``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import binascii
-import io
 import struct
-import threading
 import uuid
 import zlib
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-from reactivex import Observable, abc
 
 from ._errors import (
     RETRY_HINT,
     LimitExceededError,
     MalformedChunkError,
-    ProviderError,
     StreamInterruptedError,
     excerpt,
-    provider_error,
 )
-from ._lift import interrupted
 from ._policy import Limits
-from ._sse import load_json
-from .sources import (
-    _blocking_source,
-    _close,
-    _Downstream,
-    _from_async,
-    _is_async_response,
-    _StreamedResponse,
-)
 
-__all__ = [
-    "EventStreamDecoder",
-    "Frame",
-    "encode_frame",
-    "frame_event",
-    "from_eventstream",
-]
+__all__ = ["EventStreamDecoder", "Frame", "encode_frame"]
 
 
 _PRELUDE = struct.Struct(">II")
@@ -275,251 +248,3 @@ def encode_frame(headers: Mapping[str, str], payload: bytes) -> bytes:
     prelude = _PRELUDE.pack(_SMALLEST + len(encoded) + len(payload), len(encoded))
     message = prelude + zlib.crc32(prelude).to_bytes(4, "big") + encoded + payload
     return message + zlib.crc32(message).to_bytes(4, "big")
-
-
-# Where the blob members of Bedrock's event shapes are (``botocore/data/bedrock-runtime/
-# 2023-09-30/service-2.json``): base64 in JSON on the wire, ``bytes`` in what boto3 yields.
-_BLOBS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "chunk": (("bytes",),),  # InvokeModelWithResponseStream's PayloadPart
-    "contentBlockDelta": (
-        ("delta", "reasoningContent", "redactedContent"),
-        ("delta", "image", "source", "bytes"),
-    ),
-}
-
-
-def frame_event(frame: Frame) -> dict[str, Any]:
-    """The event boto3 yields for ``frame``: ``{<:event-type>: <its JSON payload>}``.
-
-    As in boto3, the padding field ``p`` is left out of the payload and its blobs
-    (``chunk.bytes``; ``contentBlockDelta.delta.reasoningContent.redactedContent`` and
-    ``.image.source.bytes``) are base64-decoded to ``bytes``. Unlike boto3, fields and event
-    types that the installed botocore's model does not list are kept, not dropped.
-
-    >>> frame_event(Frame({":event-type": "chunk"}, b'{"bytes": "e30=", "p": "abc"}'))
-    {'chunk': {'bytes': b'{}'}}
-
-    An ``exception`` frame raises ``ProviderError``: ``code`` its ``:exception-type``
-    (``throttlingException`` …), ``body`` its JSON payload, ``retryable`` from
-    the error names the Bedrock wire lists. An ``error`` frame raises one from its
-    ``:error-code`` and ``:error-message`` headers. A payload that is not a JSON object, or a
-    frame without an ``:event-type``, raises ``MalformedChunkError``.
-    """
-    headers = frame.headers
-    kind = headers.get(":message-type", "event")
-    if kind == "exception":
-        raise _exception(headers, frame.payload)
-    if kind == "error":
-        code, said = headers.get(":error-code"), headers.get(":error-message")
-        raise _provider_error(said, code, {":error-code": code, ":error-message": said})
-    if kind != "event":
-        raise MalformedChunkError(
-            f"an event stream frame has an unknown :message-type {excerpt(kind)}"
-        )
-    name = headers.get(":event-type")
-    if not isinstance(name, str):
-        raise MalformedChunkError("an event stream event frame has no :event-type string header")
-    event: Any = (
-        load_json(frame.payload, f"the payload of a {excerpt(name)} frame") if frame.payload else {}
-    )
-    if type(event) is not dict:
-        raise MalformedChunkError(
-            f"the payload of a {excerpt(name)} frame is not a JSON object: {type(event).__name__}"
-        )
-    # Bedrock pads every payload with a random-length ``p`` to hide token lengths.
-    event.pop("p", None)
-    for path in _BLOBS.get(name, ()):
-        _decode_blob(event, path, name)
-    return {name: event}
-
-
-def _decode_blob(event: dict[str, Any], path: tuple[str, ...], name: str) -> None:
-    parent: Any = event
-    for key in path[:-1]:
-        parent = parent.get(key)
-        if not isinstance(parent, dict):
-            return
-    value = parent.get(path[-1])
-    if value is None:
-        return
-    try:
-        # boto3's blob parser is base64.b64decode, which skips characters outside the alphabet.
-        parent[path[-1]] = base64.b64decode(value)
-    except (binascii.Error, TypeError, ValueError):
-        raise MalformedChunkError(
-            f"{'.'.join((name, *path))} in an event stream frame is not base64"
-        ) from None
-
-
-def _exception(headers: Mapping[str, object], payload: bytes) -> ProviderError:
-    code = headers.get(":exception-type")
-    try:
-        body: Any = load_json(payload, "an exception frame's payload")
-    except MalformedChunkError:
-        # The header says what failed; a payload that is not JSON must not hide it.
-        body = None
-    said = None
-    if isinstance(body, dict):
-        said = body.get("message", body.get("Message"))
-    return _provider_error(said, code, body)
-
-
-def _provider_error(said: object, code: object, body: object) -> ProviderError:
-    # ``retryable`` from the error names the wires list (Bedrock's descriptor for these).
-    return provider_error(said if isinstance(said, str) else "no message", code, body)
-
-
-class _BinaryFile(Protocol):
-    """A binary file object: ``open(path, "rb")``, ``io.BytesIO``, an HTTP response."""
-
-    def read(self, size: int, /) -> bytes:
-        """At most ``size`` bytes; ``b""`` at the end."""
-        ...
-
-
-def from_eventstream(
-    source: bytes
-    | bytearray
-    | memoryview
-    | _BinaryFile
-    | Iterable[bytes]
-    | AsyncIterable[bytes]
-    | _StreamedResponse,
-    *,
-    loop: asyncio.AbstractEventLoop | None = None,
-    limits: Limits | None = None,
-) -> Observable[dict[str, Any]]:
-    """The events of a raw AWS event stream body, as boto3 yields them (see ``frame_event``).
-
-    ``source`` is the body itself (``bytes``), a binary file object (read with ``read1`` when
-    it has one, so a network stream gives what has arrived), an iterable of byte pieces split
-    anywhere (``iter_bytes()``, a list), a streamed ``httpx.Response`` or an async iterable of
-    pieces (``aiter_bytes()``, read on the asyncio ``loop``, or the one running when
-    subscribing). Each subscription reads it anew. The source is closed (``close``/``aclose``)
-    on completion, error or dispose; disposing stops the read after the current piece (at once
-    for an httpx response over HTTP/1.x, as in ``from_sse``). An exception or error frame ends
-    the stream with its ``ProviderError``; a damaged frame with ``MalformedChunkError``; a body
-    cut inside a frame, or a source that fails (kept as ``__cause__``), with
-    ``StreamInterruptedError``. A ``str``, a text file or anything else is a ``TypeError`` at
-    once.
-
-    >>> from reactivex import operators as ops
-    >>> headers = {":message-type": "event", ":event-type": "messageStart"}
-    >>> body = encode_frame(headers, b'{"role": "assistant", "p": "abcd"}')
-    >>> from_eventstream(body).pipe(ops.to_list()).run()
-    [{'messageStart': {'role': 'assistant'}}]
-
-    Cost: linear in the bytes, however they are split; one ``json`` parse per frame.
-    """
-    if isinstance(source, str | io.TextIOBase):
-        raise TypeError(
-            f"from_eventstream needs bytes, not {type(source).__name__}: an event stream is "
-            f"binary (open a file with 'rb')"
-        )
-    if isinstance(source, bytes | bytearray | memoryview):
-        body = bytes(source)
-        return _blocking(lambda: (body,), _nothing, None, limits)
-    if type(source).__module__ == "botocore.eventstream":
-        raise TypeError(
-            f"from_eventstream reads raw bytes; a botocore {type(source).__name__} yields "
-            f"events decoded already: give those to the Bedrock wire as they are"
-        )
-    if isinstance(source, AsyncIterable):
-        pieces = source
-        return _from_async(_async_events(lambda: pieces, None, limits), loop)
-    if not isinstance(source, Iterable):
-        # An httpx response: not iterable, and its read() takes no size.
-        iter_bytes = getattr(source, "iter_bytes", None)
-        aiter_bytes = getattr(source, "aiter_bytes", None)
-        if callable(aiter_bytes) and _is_async_response(source):
-            return _from_async(_async_events(aiter_bytes, source, limits), loop)
-        if callable(iter_bytes):
-            return _blocking(iter_bytes, _closer(source), source, limits, close_any_thread=True)
-    read = getattr(source, "read1", None) or getattr(source, "read", None)
-    if callable(read):
-        # Not iterated: a file iterates by lines, cutting binary frames at every 0x0a byte.
-        return _blocking(lambda: _read_all(read), _closer(source), None, limits)
-    if not isinstance(source, Iterable):
-        raise TypeError(
-            f"from_eventstream needs bytes, a binary file, or an iterable or async iterable "
-            f"of bytes, not {type(source).__name__}"
-        )
-    chunks = source
-    return _blocking(lambda: chunks, _closer(source), None, limits)
-
-
-def _nothing() -> None:
-    pass
-
-
-def _closer(source: object) -> Callable[[], None]:
-    close = getattr(source, "close", None)
-    return close if callable(close) else _nothing
-
-
-def _read_all(read: Callable[[int], bytes]) -> Iterable[bytes]:
-    while piece := read(_READ_SIZE):
-        yield piece
-
-
-def _blocking(
-    pieces: Callable[[], Iterable[bytes]],
-    close: Callable[[], None],
-    response: object,
-    limits: Limits | None,
-    *,
-    close_any_thread: bool = False,
-) -> Observable[dict[str, Any]]:
-    def read(observer: abc.ObserverBase[Any], stopped: threading.Event) -> None:
-        decoder = EventStreamDecoder(limits=limits)
-        on_next, is_set = observer.on_next, stopped.is_set
-        iterator: Iterator[bytes] | None = None
-        while True:
-            try:
-                if iterator is None:
-                    iterator = iter(pieces())
-                piece = next(iterator)
-            except StopIteration:
-                break
-            except Exception as error:  # the source's: typed, cause kept
-                raise interrupted(error) from error
-            for frame in decoder.feed(piece):
-                event = frame_event(frame)
-                try:
-                    on_next(event)
-                except Exception as error:  # noqa: BLE001 - the subscriber's: raised by run()
-                    raise _Downstream(error) from None
-                if is_set():
-                    return
-            if decoder.error is not None:
-                raise decoder.error
-        decoder.end()
-
-    return _blocking_source(read, close, response, close_any_thread=close_any_thread)
-
-
-def _async_events(
-    pieces: Callable[[], AsyncIterable[bytes]], owner: object, limits: Limits | None
-) -> Callable[[], AsyncIterator[dict[str, Any]]]:
-    async def events() -> AsyncIterator[dict[str, Any]]:
-        decoder = EventStreamDecoder(limits=limits)
-        iterator = aiter(pieces())
-        try:
-            while True:
-                try:
-                    piece = await anext(iterator)
-                except StopAsyncIteration:
-                    break
-                except Exception as error:  # the source's: typed, cause kept
-                    raise interrupted(error) from error
-                for frame in decoder.feed(piece):
-                    yield frame_event(frame)
-                if decoder.error is not None:
-                    raise decoder.error
-            decoder.end()
-        finally:
-            await _close(iterator)
-            if owner is not None:
-                await _close(owner)
-
-    return events

@@ -137,8 +137,9 @@ class Policy:
         Accepts any wire's declarations: Chat's ``{"type": "function", "function": {"name",
         "parameters"}}``, Responses' ``{"type": "function", "name", "parameters"}``,
         Anthropic's ``{"name", "input_schema"}``, Gemini's ``{"functionDeclarations": [...]}``,
-        Bedrock's ``{"toolSpec": {"name", "inputSchema": {"json"}}}``, or plain names. A
-        declaration no wire reads is a ``TypeError``.
+        Bedrock's ``{"toolSpec": {"name", "inputSchema": {"json"}}}``, or plain names. A tool
+        the provider runs (web search, code execution, Bedrock's ``systemTool``) declares no
+        client tool and is passed over. A declaration no wire reads is a ``TypeError``.
         """
         from .wires import WIRES  # the wires import this module
 

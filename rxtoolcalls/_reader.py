@@ -43,7 +43,7 @@ def resolve_wire(wire: object) -> Wire | None:
 def detect_wire(event: object) -> Wire | None:
     """The wire that ``event`` belongs to, or ``None`` when it could belong to any."""
     spec = detect(event)
-    return None if spec is None else cast("Wire", spec.name)
+    return None if spec is None else spec.name
 
 
 def recording_wire(event: object) -> str | None:

@@ -151,6 +151,16 @@ class AssistantTurn:
     (reasoning, signatures, server calls and their results), calls as assembled. Empty on
     Chat."""
 
+    def __post_init__(self) -> None:
+        # Made by hand: the wire must be one the registry knows (readers make turns without
+        # this check, through ``new_turn``).
+        from .wires import names  # the wires import this module
+
+        if not isinstance(self.wire, str) or self.wire not in names():
+            raise (TypeError if not isinstance(self.wire, str) else ValueError)(
+                f"wire must be one of {', '.join(names())}, got {self.wire!r:.40}"
+            )
+
     @property
     def has_tool_calls(self) -> bool:
         """Whether the turn asks for tools (whatever ``finish_reason`` says)."""

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from ._core import Core
     from ._errors import ProviderError
-    from ._types import AssistantTurn
+    from ._types import AssistantTurn, Wire
 
 __all__ = [
     "CANCELLED",
@@ -108,13 +108,15 @@ class Route:
 class WireSpec:
     """One wire: how to recognise it, read it, answer in it, serve it and pair its transcript."""
 
-    name: str
+    name: Wire
     title: str
     """The wire as people name it ("OpenAI Chat Completions")."""
     identifies: Callable[[object], bool]
     """Whether an event (a Mapping or an SDK object) belongs to this wire alone."""
     unwrap: Callable[[object], object | None] | None
-    """The event another wire's event wraps (Bedrock's InvokeModel ``chunk``), or ``None``."""
+    """The event of another wire that an envelope of this one wraps (Bedrock's InvokeModel
+    ``chunk``), or ``None``; this wire's own error event among the envelopes raises its
+    ``ProviderError``."""
     reader: type[Core]
     terminal: bool
     """Whether the wire always ends with a terminal event (Chat's finish may never come)."""

@@ -173,10 +173,9 @@ def _wraps(spec: WireSpec, event: dict[str, Any]) -> bool:
 def _bare(event: dict[str, Any]) -> Any:
     """The event inside an envelope (Bedrock's InvokeModel ``chunk``), else ``event`` itself."""
     for spec in WIRES:
-        if spec.unwrap is not None:
-            inner = spec.unwrap(event)
-            if inner is not None:
-                return inner
+        unwrap = spec.unwrap
+        if unwrap is not None and _wraps(spec, event):
+            return unwrap(event)
     return event
 
 
@@ -426,7 +425,7 @@ class ReplayServer:
                 try:
                     turns = tuple(
                         reactivex.from_iterable(chunks)
-                        .pipe(assemble_choices(wire=serves.name))  # type: ignore[arg-type]
+                        .pipe(assemble_choices(wire=serves.name))
                         .run()
                     )
                     answer = self.spec.reply(turns, chunks)

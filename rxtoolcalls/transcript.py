@@ -126,7 +126,7 @@ def open_turn(messages: Messages) -> OpenTurn | None:
     if all(call[2] in answers for call in asked):
         return None
     calls = tuple(_resumed_call(*call) for call in asked)
-    turn = AssistantTurn(tool_calls=calls, wire=spec.name, items=items)  # type: ignore[arg-type]
+    turn = AssistantTurn(tool_calls=calls, wire=spec.name, items=items)
     return OpenTurn(turn, {c.id: answers[c.id] for c in calls if c.id in answers})
 
 

@@ -30,15 +30,14 @@ from rxtoolcalls._errors import (
     StreamInterruptedError,
     ToolCallStreamError,
 )
-from rxtoolcalls._eventstream import (
-    EventStreamDecoder,
-    Frame,
-    encode_frame,
+from rxtoolcalls._eventstream import EventStreamDecoder, Frame, encode_frame
+from rxtoolcalls._policy import Limits
+from rxtoolcalls.wires.bedrock import (
+    FINAL_EXCEPTIONS,
+    RETRYABLE_EXCEPTIONS,
     frame_event,
     from_eventstream,
 )
-from rxtoolcalls._policy import Limits
-from rxtoolcalls.wires.bedrock import FINAL_EXCEPTIONS, RETRYABLE_EXCEPTIONS
 
 BEDROCK = Path(__file__).parent / "fixtures" / "wire" / "bedrock"
 STEMS = sorted(path.stem for path in BEDROCK.glob("*.eventstream"))

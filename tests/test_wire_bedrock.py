@@ -26,12 +26,12 @@ from reactivex.scheduler import NewThreadScheduler
 
 import rxtoolcalls as rt
 from rxtoolcalls._core import Call
-from rxtoolcalls._eventstream import from_eventstream
 from rxtoolcalls.wires.anthropic import AnthropicReader
 from rxtoolcalls.wires.bedrock import (
     BedrockReader,
     from_async_bedrock_stream,
     from_bedrock_stream,
+    from_eventstream,
     identifies,
     unwrap_chunk,
 )

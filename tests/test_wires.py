@@ -18,11 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rxtoolcalls as rt
-from rxtoolcalls._eventstream import EventStreamDecoder, frame_event
+from rxtoolcalls._eventstream import EventStreamDecoder
 from rxtoolcalls._reader import reader
 from rxtoolcalls._sse import DONE, SSEDecoder, chunk_from_event
 from rxtoolcalls._types import made_up_ids
 from rxtoolcalls.wires import lookup, names
+from rxtoolcalls.wires.bedrock import frame_event
 from rxtoolcalls.wires.chat import ChatReader
 from tests.helpers import outcome
 from tests.wire_builders import (

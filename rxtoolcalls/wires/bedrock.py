@@ -55,12 +55,15 @@ and ``from_async_bedrock_stream`` read boto3's (and aiobotocore's) ``EventStream
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
+import io
 import json
 import re
 import socket
+import threading
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
@@ -70,7 +73,9 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from reactivex import Observable, abc
 
 from .._block_transcript import BlockShape, transcript
 from .._blocks import Block, Blocks
@@ -81,10 +86,12 @@ from .._errors import (
     ProviderError,
     clip,
     excerpt,
+    provider_error,
     retryable,
 )
-from .._eventstream import encode_frame
-from .._policy import DEFAULT, Policy
+from .._eventstream import _READ_SIZE, EventStreamDecoder, Frame, encode_frame
+from .._lift import interrupted
+from .._policy import DEFAULT, Limits, Policy
 from .._sse import load_json
 from .._types import (
     AssistantTurn,
@@ -94,6 +101,14 @@ from .._types import (
     no_made_up_ids,
 )
 from .._wire import CANCELLED, Framing, Route, WireSpec
+from ..sources import (
+    _blocking_source,
+    _close,
+    _Downstream,
+    _from_async,
+    _is_async_response,
+    _StreamedResponse,
+)
 
 if TYPE_CHECKING:
     import asyncio
@@ -107,8 +122,10 @@ __all__ = [
     "RETRYABLE_EXCEPTIONS",
     "WIRE",
     "BedrockReader",
+    "frame_event",
     "from_async_bedrock_stream",
     "from_bedrock_stream",
+    "from_eventstream",
     "identifies",
     "sdk_error",
     "unwrap_chunk",
@@ -166,6 +183,8 @@ _EVENTS = frozenset(
     }
 )
 _NAMES = _EVENTS | _EXCEPTIONS
+# The names that tell this wire from a first event.
+_TELLING = _NAMES - {"metadata"}
 # Keys that name another wire's events (rule 9).
 _OTHER_WIRES = frozenset({"choices", "type", "candidates"})
 _FUTURE_EVENT = re.compile(r"[a-z][a-zA-Z0-9]*")
@@ -189,11 +208,12 @@ def identifies(event: object) -> bool:
     """Whether ``event`` is a ``ConverseStream`` event: a one-key dict (or ``Mapping``) named so.
 
     Reads the one key, nothing under it: ``{"messageStart": …}`` and
-    ``{"throttlingException": …}`` are; ``{"chunk": …}`` (InvokeModel) and two-key dicts are not.
+    ``{"throttlingException": …}`` are; ``{"chunk": …}`` (InvokeModel) and two-key dicts are not,
+    nor ``{"metadata": …}``, a name too common to tell a wire by (the reader takes it).
     """
     try:
         if type(event) is dict or isinstance(event, Mapping):
-            return len(event) == 1 and next(iter(event)) in _NAMES
+            return len(event) == 1 and next(iter(event)) in _TELLING
     except Exception:  # noqa: BLE001 - a Mapping that cannot be read is nobody's event
         return False
     return False
@@ -217,18 +237,26 @@ def unwrap_chunk(event: object) -> object | None:
     """The Anthropic event inside an InvokeModel ``{"chunk": {"bytes": …}}`` envelope, else None.
 
     ``bytes`` is one Anthropic Messages event as JSON (boto3 gives ``bytes``; a base64 string is
-    decoded first); what is not a JSON object there is a ``MalformedChunkError``.
+    decoded first); what is not a JSON object there is a ``MalformedChunkError``. An exception
+    event among the envelopes (``modelStreamErrorException`` …) is the stream's own error: its
+    ``ProviderError`` is raised (rule 8).
 
     >>> unwrap_chunk({"chunk": {"bytes": b'{"type": "ping"}'}})
     {'type': 'ping'}
     """
     if type(event) is dict:
-        if len(event) != 1 or "chunk" not in event:
+        if len(event) != 1:
+            return None
+        if "chunk" not in event:
+            _raise_if_exception(event)
             return None
         part = event["chunk"]
     elif isinstance(event, Mapping):
         try:
-            if len(event) != 1 or "chunk" not in event:
+            if len(event) != 1:
+                return None
+            if "chunk" not in event:
+                _raise_if_exception(event)
                 return None
             part = event["chunk"]
         except Exception as exc:
@@ -239,7 +267,9 @@ def unwrap_chunk(event: object) -> object | None:
         return None
     body = as_object(part)
     if body is None:
-        raise MalformedChunkError(f"an InvokeModel chunk must be an object, got {excerpt(part)}")
+        raise MalformedChunkError(
+            f"an InvokeModel chunk must be an object, got {type(part).__name__}"
+        )
     inner = load_json(_blob(body.get("bytes"), "an InvokeModel chunk's bytes"), "a chunk's bytes")
     if type(inner) is not dict:
         raise MalformedChunkError(
@@ -250,18 +280,23 @@ def unwrap_chunk(event: object) -> object | None:
 
 def _exception_error(name: str, body: object) -> ProviderError:
     """The ``ProviderError`` of an exception event: the one its frame gives (``_eventstream``)."""
-    # Imported here: the frames' module reads sources, which no wire needs to be read.
-    from .._eventstream import _provider_error
-
     found = as_object(body)
     said = None if found is None else found.get("message", found.get("Message"))
     return _provider_error(said, name, found)
 
 
+def _raise_if_exception(event: Mapping[Any, Any]) -> None:
+    """Raise the ``ProviderError`` of a one-key exception event; nothing for another event."""
+    ((name, body),) = event.items()
+    if _is_exception(name):
+        raise _exception_error(name, body)
+
+
 def _object(value: object, what: str) -> dict[str, Any]:
     found = as_object(value)
     if found is None:
-        raise MalformedChunkError(f"{what} must be an object, got {excerpt(value)}")
+        # Its type alone: a value here may be a piece of a call's input.
+        raise MalformedChunkError(f"{what} must be an object, got {type(value).__name__}")
     return found
 
 
@@ -376,7 +411,7 @@ class _Blocks(Blocks):
         opens = _DELTA_BLOCKS.get(kind)
         if opens is not None:
             if block is None:
-                block = self.implicit(index, opens)
+                block = self.implicit(index, opens, f"a {kind} delta")
             elif block.kind != opens:
                 raise MalformedChunkError(
                     f"a {kind} delta for block {index}, a {excerpt(block.kind, 40)} block",
@@ -443,8 +478,10 @@ class _Blocks(Blocks):
         block = self.block(index, "contentBlockStop")
         if block is None:
             # A block with neither start nor delta: empty, nothing to keep.
-            block = self.implicit(index, "text")
-        self.end_block(index, block, None, f"toolUse block {index}")
+            block = self.implicit(index, "text", "contentBlockStop")
+        # A start that carries the input whole (no deltas) gives it, as on Anthropic.
+        given = block.detail.get("input") if block.kind == "toolUse" else None
+        self.end_block(index, block, given, f"toolUse block {index}")
 
     def render_call(self, index: int, block: Block) -> Callable[[ToolCall], dict[str, Any]]:
         return _render_call(block.detail)
@@ -528,9 +565,10 @@ class BedrockReader(_Blocks):
             raise self.foreign(event, "a Bedrock event")
         if name == "chunk":
             raise MalformedChunkError(
-                "an InvokeModel chunk in a ConverseStream stream: its bytes hold an Anthropic "
-                "event (unwrap_chunk), which the Anthropic reader reads; one stream speaks one "
-                "wire"
+                "an InvokeModel chunk in a ConverseStream stream: its bytes hold another wire's "
+                "event (Anthropic's, on Claude); one stream speaks one wire",
+                hint="leave wire unset: the events inside an envelope are read as the wire they "
+                "belong to",
             )
         if type(name) is str and _FUTURE_EVENT.fullmatch(name) and isinstance(body, Mapping):
             return _NO_EVENTS  # a newer Bedrock event (rule 9)
@@ -551,9 +589,14 @@ class BedrockReader(_Blocks):
 
     def _message_stop(self, data: dict[str, Any]) -> None:
         state = self._choices[0]
-        reason = self._identity(state, None, "stopReason", data.get("stopReason"))
-        if reason is None:
+        reason = data.get("stopReason")
+        if reason is None or reason == "":
             raise MalformedChunkError("messageStop without a stopReason")
+        if type(reason) is not str:
+            raise MalformedChunkError(
+                f"messageStop: stopReason must be a string, got {type(reason).__name__}"
+            )
+        self._identity(state, None, "stopReason", reason)  # its length
         state.finish_reason = reason
         self.end_message("messageStop", _OUTCOMES.get(reason, "stop"))
 
@@ -727,6 +770,257 @@ def _not_a_stream(function: str, stream: object) -> TypeError:
         f"invoke_model_with_response_stream(...)['body'], or that response, not "
         f"{type(stream).__name__}{hint}"
     )
+
+
+# -- raw event-stream bytes ----------------------------------------------------------------
+
+
+# Where the blob members of Bedrock's event shapes are (``botocore/data/bedrock-runtime/
+# 2023-09-30/service-2.json``): base64 in JSON on the wire, ``bytes`` in what boto3 yields.
+_BLOBS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "chunk": (("bytes",),),  # InvokeModelWithResponseStream's PayloadPart
+    "contentBlockDelta": (
+        ("delta", "reasoningContent", "redactedContent"),
+        ("delta", "image", "source", "bytes"),
+    ),
+}
+
+
+def frame_event(frame: Frame) -> dict[str, Any]:
+    """The event boto3 yields for ``frame``: ``{<:event-type>: <its JSON payload>}``.
+
+    As in boto3, the padding field ``p`` is left out of the payload and its blobs
+    (``chunk.bytes``; ``contentBlockDelta.delta.reasoningContent.redactedContent`` and
+    ``.image.source.bytes``) are base64-decoded to ``bytes``. Unlike boto3, fields and event
+    types that the installed botocore's model does not list are kept, not dropped.
+
+    >>> frame_event(Frame({":event-type": "chunk"}, b'{"bytes": "e30=", "p": "abc"}'))
+    {'chunk': {'bytes': b'{}'}}
+
+    An ``exception`` frame raises ``ProviderError``: ``code`` its ``:exception-type``
+    (``throttlingException`` …), ``body`` its JSON payload, ``retryable`` from
+    the error names the Bedrock wire lists. An ``error`` frame raises one from its
+    ``:error-code`` and ``:error-message`` headers. A payload that is not a JSON object, or a
+    frame without an ``:event-type``, raises ``MalformedChunkError``.
+    """
+    headers = frame.headers
+    kind = headers.get(":message-type", "event")
+    if kind == "exception":
+        raise _exception(headers, frame.payload)
+    if kind == "error":
+        code, said = headers.get(":error-code"), headers.get(":error-message")
+        raise _provider_error(said, code, {":error-code": code, ":error-message": said})
+    if kind != "event":
+        raise MalformedChunkError(
+            f"an event stream frame has an unknown :message-type {excerpt(kind)}"
+        )
+    name = headers.get(":event-type")
+    if not isinstance(name, str):
+        raise MalformedChunkError("an event stream event frame has no :event-type string header")
+    event: Any = (
+        load_json(frame.payload, f"the payload of a {excerpt(name)} frame") if frame.payload else {}
+    )
+    if type(event) is not dict:
+        raise MalformedChunkError(
+            f"the payload of a {excerpt(name)} frame is not a JSON object: {type(event).__name__}"
+        )
+    # Bedrock pads every payload with a random-length ``p`` to hide token lengths.
+    event.pop("p", None)
+    for path in _BLOBS.get(name, ()):
+        _decode_blob(event, path, name)
+    return {name: event}
+
+
+def _decode_blob(event: dict[str, Any], path: tuple[str, ...], name: str) -> None:
+    parent: Any = event
+    for key in path[:-1]:
+        parent = parent.get(key)
+        if not isinstance(parent, dict):
+            return
+    value = parent.get(path[-1])
+    if value is None:
+        return
+    try:
+        # boto3's blob parser is base64.b64decode, which skips characters outside the alphabet.
+        parent[path[-1]] = base64.b64decode(value)
+    except (binascii.Error, TypeError, ValueError):
+        raise MalformedChunkError(
+            f"{'.'.join((name, *path))} in an event stream frame is not base64"
+        ) from None
+
+
+def _exception(headers: Mapping[str, object], payload: bytes) -> ProviderError:
+    code = headers.get(":exception-type")
+    try:
+        body: Any = load_json(payload, "an exception frame's payload")
+    except MalformedChunkError:
+        # The header says what failed; a payload that is not JSON must not hide it.
+        body = None
+    said = None
+    if isinstance(body, dict):
+        said = body.get("message", body.get("Message"))
+    return _provider_error(said, code, body)
+
+
+def _provider_error(said: object, code: object, body: object) -> ProviderError:
+    # ``retryable`` from the error names the wires list (Bedrock's descriptor for these).
+    return provider_error(said if isinstance(said, str) and said else "no message", code, body)
+
+
+class _BinaryFile(Protocol):
+    """A binary file object: ``open(path, "rb")``, ``io.BytesIO``, an HTTP response."""
+
+    def read(self, size: int, /) -> bytes:
+        """At most ``size`` bytes; ``b""`` at the end."""
+        ...
+
+
+def from_eventstream(
+    source: bytes
+    | bytearray
+    | memoryview
+    | _BinaryFile
+    | Iterable[bytes]
+    | AsyncIterable[bytes]
+    | _StreamedResponse,
+    *,
+    loop: asyncio.AbstractEventLoop | None = None,
+    limits: Limits | None = None,
+) -> Observable[dict[str, Any]]:
+    """The events of a raw AWS event stream body, as boto3 yields them (see ``frame_event``).
+
+    ``source`` is the body itself (``bytes``), a binary file object (read with ``read1`` when
+    it has one, so a network stream gives what has arrived), an iterable of byte chunks split
+    anywhere (``iter_bytes()``, a list), a streamed ``httpx.Response`` or an async iterable of
+    chunks (``aiter_bytes()``, read on the asyncio ``loop``, or the one running when
+    subscribing). Each subscription reads it anew. The source is closed (``close``/``aclose``)
+    on completion, error or dispose; disposing stops the read after the current chunk (at once
+    for an httpx response over HTTP/1.x, as in ``from_sse``). An exception or error frame ends
+    the stream with its ``ProviderError``; a damaged frame with ``MalformedChunkError``; a body
+    cut inside a frame, or a source that fails (kept as ``__cause__``), with
+    ``StreamInterruptedError``. A ``str``, a text file or anything else is a ``TypeError`` at
+    once.
+
+    >>> from reactivex import operators as ops
+    >>> headers = {":message-type": "event", ":event-type": "messageStart"}
+    >>> body = encode_frame(headers, b'{"role": "assistant", "p": "abcd"}')
+    >>> from_eventstream(body).pipe(ops.to_list()).run()
+    [{'messageStart': {'role': 'assistant'}}]
+
+    Cost: linear in the bytes, however they are split; one ``json`` parse per frame.
+    """
+    if isinstance(source, str | io.TextIOBase):
+        raise TypeError(
+            f"from_eventstream needs bytes, not {type(source).__name__}: an event stream is "
+            f"binary (open a file with 'rb')"
+        )
+    if isinstance(source, bytes | bytearray | memoryview):
+        body = bytes(source)
+        return _blocking(lambda: (body,), _nothing, None, limits)
+    if type(source).__module__ == "botocore.eventstream":
+        raise TypeError(
+            f"from_eventstream reads raw bytes; a botocore {type(source).__name__} yields "
+            f"events decoded already: give those to the Bedrock wire as they are"
+        )
+    if isinstance(source, AsyncIterable):
+        pieces = source
+        return _from_async(_async_events(lambda: pieces, None, limits), loop)
+    if not isinstance(source, Iterable):
+        # An httpx response: not iterable, and its read() takes no size.
+        iter_bytes = getattr(source, "iter_bytes", None)
+        aiter_bytes = getattr(source, "aiter_bytes", None)
+        if callable(aiter_bytes) and _is_async_response(source):
+            return _from_async(_async_events(aiter_bytes, source, limits), loop)
+        if callable(iter_bytes):
+            return _blocking(iter_bytes, _closer(source), source, limits, close_any_thread=True)
+    read = getattr(source, "read1", None) or getattr(source, "read", None)
+    if callable(read):
+        # Not iterated: a file iterates by lines, cutting binary frames at every 0x0a byte.
+        return _blocking(lambda: _read_all(read), _closer(source), None, limits)
+    if not isinstance(source, Iterable):
+        raise TypeError(
+            f"from_eventstream needs bytes, a binary file, or an iterable or async iterable "
+            f"of bytes, not {type(source).__name__}"
+        )
+    chunks = source
+    return _blocking(lambda: chunks, _closer(source), None, limits)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _closer(source: object) -> Callable[[], None]:
+    close = getattr(source, "close", None)
+    return close if callable(close) else _nothing
+
+
+def _read_all(read: Callable[[int], bytes]) -> Iterable[bytes]:
+    while piece := read(_READ_SIZE):
+        yield piece
+
+
+def _blocking(
+    pieces: Callable[[], Iterable[bytes]],
+    close: Callable[[], None],
+    response: object,
+    limits: Limits | None,
+    *,
+    close_any_thread: bool = False,
+) -> Observable[dict[str, Any]]:
+    def read(observer: abc.ObserverBase[Any], stopped: threading.Event) -> None:
+        decoder = EventStreamDecoder(limits=limits)
+        on_next, is_set = observer.on_next, stopped.is_set
+        iterator: Iterator[bytes] | None = None
+        while True:
+            try:
+                if iterator is None:
+                    iterator = iter(pieces())
+                piece = next(iterator)
+            except StopIteration:
+                break
+            except Exception as error:  # the source's: typed, cause kept
+                raise interrupted(error) from error
+            for frame in decoder.feed(piece):
+                event = frame_event(frame)
+                try:
+                    on_next(event)
+                except Exception as error:  # noqa: BLE001 - the subscriber's: raised by run()
+                    raise _Downstream(error) from None
+                if is_set():
+                    return
+            if decoder.error is not None:
+                raise decoder.error
+        decoder.end()
+
+    return _blocking_source(read, close, response, close_any_thread=close_any_thread)
+
+
+def _async_events(
+    pieces: Callable[[], AsyncIterable[bytes]], owner: object, limits: Limits | None
+) -> Callable[[], AsyncIterator[dict[str, Any]]]:
+    async def events() -> AsyncIterator[dict[str, Any]]:
+        decoder = EventStreamDecoder(limits=limits)
+        iterator = aiter(pieces())
+        try:
+            while True:
+                try:
+                    piece = await anext(iterator)
+                except StopAsyncIteration:
+                    break
+                except Exception as error:  # the source's: typed, cause kept
+                    raise interrupted(error) from error
+                for frame in decoder.feed(piece):
+                    yield frame_event(frame)
+                if decoder.error is not None:
+                    raise decoder.error
+            decoder.end()
+        finally:
+            await _close(iterator)
+            if owner is not None:
+                await _close(owner)
+
+    return events
 
 
 # -- Answering in the wire, the transcript, the replay server --------------------------------
@@ -905,7 +1199,12 @@ def _client_error(error: Exception) -> ProviderError | None:
 
 
 def _tool_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None:
-    """``{"toolSpec": {"name", "inputSchema": {"json": schema}}}``, as Converse declares."""
+    """``{"toolSpec": {"name", "inputSchema": {"json": schema}}}``, as Converse declares.
+
+    A ``systemTool`` (run by Bedrock) or a ``cachePoint`` declares no client tool: none.
+    """
+    if len(tool) == 1 and ("systemTool" in tool or "cachePoint" in tool):
+        return []
     spec = tool.get("toolSpec")
     name = spec.get("name") if isinstance(spec, Mapping) else None
     if not isinstance(spec, Mapping) or not isinstance(name, str):

@@ -704,6 +704,13 @@ def _completion(
     }
 
 
+# OpenAI's error codes (Chat Completions and Responses: one provider, one SDK).
+OPENAI_RETRYABLE = frozenset({"rate_limit_exceeded", "server_error"})
+OPENAI_FINAL = frozenset(
+    {"invalid_request_error", "context_length_exceeded", "invalid_api_key", "insufficient_quota"}
+)
+
+
 def openai_error_body(status: int, message: str, kind: str, code: object) -> dict[str, Any]:
     """OpenAI's error body: ``{"error": {"message", "type", "code"}}``."""
     return {"error": {"message": message, "type": kind, "code": code}}
@@ -761,15 +768,8 @@ WIRE = WireSpec(
     transcript=Transcript(
         shows=_shows, find=_chat_find, repair=_chat_repair, open=_chat_open, add_answers=_appended
     ),
-    retryable=frozenset({"rate_limit_exceeded", "server_error"}),
-    final=frozenset(
-        {
-            "invalid_request_error",
-            "context_length_exceeded",
-            "invalid_api_key",
-            "insufficient_quota",
-        }
-    ),
+    retryable=OPENAI_RETRYABLE,
+    final=OPENAI_FINAL,
     sdk_error=openai_sdk_error,
     sdk_packages=frozenset({"openai"}),
     sdk_stream=no_sdk_stream,

@@ -1303,11 +1303,38 @@ def _genai_error(error: Exception) -> ProviderError:
     return typed
 
 
+# The tools of a Gemini request that Google runs itself (``types.Tool``'s other fields).
+_GOOGLE_TOOLS = frozenset(
+    {
+        "googleSearch",
+        "google_search",
+        "googleSearchRetrieval",
+        "google_search_retrieval",
+        "codeExecution",
+        "code_execution",
+        "urlContext",
+        "url_context",
+        "retrieval",
+        "computerUse",
+        "computer_use",
+        "fileSearch",
+        "file_search",
+        "googleMaps",
+        "google_maps",
+        "enterpriseWebSearch",
+        "enterprise_web_search",
+    }
+)
+
+
 def _tool_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None:
-    """``{"functionDeclarations": [{"name", "parameters"}]}``, as a Gemini request declares."""
+    """``{"functionDeclarations": [{"name", "parameters"}]}``, as a Gemini request declares.
+
+    A tool Google runs (``googleSearch``, ``codeExecution`` …) declares no function: none.
+    """
     declared = tool.get("functionDeclarations", tool.get("function_declarations"))
     if not isinstance(declared, list):
-        return None
+        return [] if tool and _GOOGLE_TOOLS.issuperset(tool) else None
     found: list[tuple[str, object]] = []
     for entry in declared:
         name = entry.get("name") if isinstance(entry, Mapping) else None

@@ -68,7 +68,14 @@ from .._wire import (
     answer_text,
     text_of,
 )
-from .chat import function_schemas, no_sdk_stream, openai_error_body, openai_sdk_error
+from .chat import (
+    OPENAI_FINAL,
+    OPENAI_RETRYABLE,
+    function_schemas,
+    no_sdk_stream,
+    openai_error_body,
+    openai_sdk_error,
+)
 
 __all__ = ["WIRE", "ResponsesReader", "identifies"]
 
@@ -682,6 +689,19 @@ def _response(
     }
 
 
+def _tool_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None:
+    """A function or custom tool (``{"type": "custom", "name"}``, free-form input, no schema).
+
+    A tool OpenAI runs (``web_search``, ``file_search``, ``mcp`` …) declares none.
+    """
+    kind = tool.get("type")
+    if kind == "custom" and isinstance(tool.get("name"), str):
+        return [(tool["name"], None)]
+    if isinstance(kind, str) and kind != "function" and "function" not in tool:
+        return []
+    return function_schemas(tool)
+
+
 WIRE = WireSpec(
     name="responses",
     title="OpenAI Responses",
@@ -700,9 +720,8 @@ WIRE = WireSpec(
         open=_responses_open,
         add_answers=_appended,
     ),
-    # The OpenAI codes are Chat's (one provider, one SDK).
-    retryable=frozenset(),
-    final=frozenset(),
+    retryable=OPENAI_RETRYABLE,
+    final=OPENAI_FINAL,
     sdk_error=openai_sdk_error,
     sdk_packages=frozenset({"openai"}),
     sdk_stream=no_sdk_stream,
@@ -710,5 +729,5 @@ WIRE = WireSpec(
     routes=(Route("/responses", None, SSE_NAMED),),
     reply=_response,
     error_body=openai_error_body,
-    tool_schemas=function_schemas,
+    tool_schemas=_tool_schemas,
 )
