@@ -39,6 +39,7 @@ from ._types import AssistantTurn, ToolCallStarted
 from .agent import ToolExecutionError, TurnLimitError
 from .operators import assemble, progress
 from .sources import from_openai_stream, read_jsonl, record
+from .wires import WIRES
 
 __all__ = ["EXIT_CODES", "main"]
 
@@ -844,11 +845,9 @@ def _parser() -> argparse.ArgumentParser:
     export = sub.add_parser(
         "export",
         help="write a capture to stdout as the provider sends it (or as .jsonl)",
-        description="Convert a capture: .jsonl to the raw Server-Sent Events a provider sends "
-        "(Chat: data: lines, then data: [DONE]; Responses and Anthropic: each event named by "
-        "its type), a Bedrock capture to the AWS event-stream frames it sends (binary: "
-        "ConverseStream events, or InvokeModel chunk frames), or raw SSE to .jsonl. Nothing is "
-        "assembled.",
+        description="Convert a capture: .jsonl to the raw stream its provider sends, framed as "
+        "its wire frames it (Server-Sent Events, or binary AWS event-stream frames), or raw "
+        "SSE to .jsonl. Nothing is assembled.",
     )
     export.add_argument("file", nargs="?", help="the capture: .jsonl, raw SSE (.sse or sniffed), -")
     capture_options(export, "FILE")
@@ -856,27 +855,21 @@ def _parser() -> argparse.ArgumentParser:
         "--to",
         choices=("sse", "eventstream", "jsonl"),
         default=None,
-        help="the output format (default: the capture's wire's own: eventstream for Bedrock, "
-        "else sse)",
+        help="the output format (default: the framing of the capture's wire)",
     )
 
     serve = sub.add_parser(
         "serve",
-        help="replay captures over a local OpenAI-, Anthropic-, Gemini- and Bedrock-compatible "
-        "endpoint",
+        help="replay captures over a local endpoint that speaks every wire",
         description="Answer on 127.0.0.1 with the captures in order, one per request, each at "
-        "its wire's path: POST /v1/chat/completions (Chat), /v1/responses (Responses), "
-        "/v1/messages (Anthropic), /v1beta/models/MODEL:streamGenerateContent?alt=sse "
-        "(Gemini), /model/MODEL/converse-stream and /model/MODEL/invoke-with-response-stream "
-        "(Bedrock, as AWS event-stream frames; /model/MODEL/converse answers without a "
-        "stream; give Anthropic, Gemini and boto3 clients the address without /v1); after the "
-        "last capture, the last one is answered again. A request with stream: true (Gemini: at "
-        ":streamGenerateContent) gets the capture as Server-Sent Events (Chat: then data: "
-        "[DONE]; Gemini: data alone; Responses and Anthropic: each event named by its type); "
-        "one without it (Gemini: at :generateContent) gets the capture assembled into one "
-        "chat.completion, response, message or GenerateContentResponse (502 with the typed "
-        "error if it does not assemble). GET /v1/models lists the captures' models. One log "
-        "line per request on stderr; Ctrl-C stops.",
+        "its wire's path: POST "
+        + ", ".join(f"{spec.path} ({spec.title})" for spec in WIRES)
+        + " (give clients other than OpenAI's the address without /v1); after the last "
+        "capture, the last one is answered again. A streaming request gets the capture framed "
+        "as its wire sends it (Server-Sent Events, or AWS event-stream frames); one without a "
+        "stream gets the capture assembled into the wire's one reply (502 with the typed error "
+        "if it does not assemble). GET /v1/models lists the captures' models. One log line per "
+        "request on stderr; Ctrl-C stops.",
     )
     serve.add_argument("files", nargs="*", help="captures (.jsonl or raw SSE), in answer order")
     capture_options(serve, "FILES")
