@@ -197,10 +197,17 @@ def _jsonl_chunks(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
 
 
 def _load(path: str | None) -> list[dict[str, Any]]:
-    """The chunks of a capture: ``.jsonl``, raw SSE (``.sse`` or sniffed), ``-`` for stdin."""
+    """The chunks of a capture: ``.jsonl``, raw SSE, a raw binary body, ``-`` for stdin.
+
+    Raw SSE is read from a ``.sse`` file or sniffed; a raw body in a wire's binary framing
+    (an AWS event stream) is read whole.
+    """
     if path is None:
         demo = resources.files("rxtoolcalls").joinpath("data/demo.jsonl")
         return list(read_jsonl(demo.read_text(encoding="utf-8").splitlines()))
+    found = _binary_capture(path)
+    if found is not None:
+        return found
     with _text_lines(path) as lines:
         return list(_chunk_stream(lines, sse=path.endswith(".sse")))
 
@@ -346,6 +353,24 @@ def _report(
     return 0
 
 
+def _binary_capture(path: str) -> list[dict[str, Any]] | None:
+    """The events of a file holding a raw body in a wire's binary framing, else ``None``."""
+    if path == "-":
+        return None
+    try:
+        with Path(path).open("rb") as file:
+            body = file.read()
+    except OSError:
+        return None  # reported by _text_lines, as for any capture
+    for read in dict.fromkeys(
+        route.framing.read for spec in WIRES for route in spec.routes if route.framing.read
+    ):
+        found = read(body)
+        if found is not None:
+            return found
+    return None
+
+
 @contextlib.contextmanager
 def _text_lines(path: str) -> Iterator[Iterator[str]]:
     """The lines of a file or stdin (``-``) as they arrive; usage errors if not UTF-8 text.
@@ -425,8 +450,16 @@ def _record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     capture_errors: list[Exception] = []
     turns: list[AssistantTurn] = []
     errors: list[Exception] = []
-    with _text_lines(args.source) as lines:
-        chunks = _chunk_stream(lines, sse=args.source.endswith(".sse"))
+    found = _binary_capture(args.source)
+    reading: contextlib.AbstractContextManager[Iterator[str]] = (
+        _text_lines(args.source) if found is None else contextlib.nullcontext(iter(()))
+    )
+    with reading as lines:
+        chunks = (
+            iter(found)
+            if found is not None
+            else _chunk_stream(lines, sse=args.source.endswith(".sse"))
+        )
         shared = reactivex.from_iterable(chunks).pipe(ops.publish())
         # Two subscribers: a failed turn stops its own reading, never the capture of the rest.
         shared.pipe(record(target)).subscribe(written.append, capture_errors.append)

@@ -26,7 +26,7 @@ from ._errors import (
 )
 from ._policy import Limits
 
-__all__ = ["EventStreamDecoder", "Frame", "encode_frame"]
+__all__ = ["EventStreamDecoder", "Frame", "encode_frame", "looks_like_eventstream"]
 
 
 _PRELUDE = struct.Struct(">II")
@@ -248,3 +248,13 @@ def encode_frame(headers: Mapping[str, str], payload: bytes) -> bytes:
     prelude = _PRELUDE.pack(_SMALLEST + len(encoded) + len(payload), len(encoded))
     message = prelude + zlib.crc32(prelude).to_bytes(4, "big") + encoded + payload
     return message + zlib.crc32(message).to_bytes(4, "big")
+
+
+def looks_like_eventstream(head: bytes) -> bool:
+    """Whether ``head`` (a body's first 12 bytes or more) opens with a frame's prelude.
+
+    Its checksum must hold: text, or bytes of another kind, pass with a chance of 2**-32.
+    """
+    if len(head) < _PRELUDE_SIZE:
+        return False
+    return zlib.crc32(head[:8]) == int.from_bytes(head[8:12], "big")

@@ -536,9 +536,9 @@ def _named(event: Mapping[str, Any]) -> bytes:
     return data.encode()
 
 
-SSE_DATA = Framing("sse", "text/event-stream", _data_only, b"")
+SSE_DATA = Framing("sse", "text/event-stream", _data_only, b"", None)
 """SSE with ``data:`` lines alone and no end marker (Gemini)."""
-SSE_DATA_DONE = Framing("sse", "text/event-stream", _data_only, b"data: [DONE]\n\n")
+SSE_DATA_DONE = Framing("sse", "text/event-stream", _data_only, b"data: [DONE]\n\n", None)
 """SSE with ``data:`` lines, ended by ``data: [DONE]`` (Chat Completions)."""
-SSE_NAMED = Framing("sse", "text/event-stream", _named, b"")
+SSE_NAMED = Framing("sse", "text/event-stream", _named, b"", None)
 """SSE whose events are named by their ``type`` (Responses, Anthropic)."""

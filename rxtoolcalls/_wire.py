@@ -88,6 +88,10 @@ class Framing:
     media_type: str
     frame: Callable[[Mapping[str, Any]], bytes]
     end: bytes
+    read: Callable[[bytes], list[dict[str, Any]] | None] | None
+    """The events of a whole raw body in a binary framing (the CLI reads such a file as a
+    capture), ``None`` for a body that is not in it; ``None`` for a text framing (read as
+    Server-Sent Events)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -306,3 +306,42 @@ def test_serve_answers_boto3_at_the_bedrock_paths() -> None:
         "127.0.0.1 POST /v1/model/m/invoke-with-response-stream 200 recording 2/2, "
         "28 chunks streamed",
     ]
+
+
+# -- raw event-stream bodies as captures -------------------------------------------------------
+
+RAW = sorted(path.stem for path in BEDROCK.glob("*.eventstream"))
+
+
+@pytest.mark.parametrize("name", RAW)
+def test_replay_reads_a_raw_event_stream_body_as_its_jsonl(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = run(["replay", "--json", str(BEDROCK / f"{name}.eventstream")], capsys)
+    lines = run(["replay", "--json", str(BEDROCK / f"{name}.jsonl")], capsys)
+    assert raw[0] == lines[0] == 0, raw[2]
+    assert raw[1] == lines[1]
+
+
+def test_record_reads_a_raw_event_stream_body(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "recorded.jsonl"
+    source = str(BEDROCK / f"{TOOL_TURN}.eventstream")
+    code, _, err = run(["record", str(target), source], capsys)
+    assert code == 0, err
+    assert assembled(list(read_jsonl(target))) == assembled(load(TOOL_TURN))
+
+
+@pytest.mark.parametrize("cut", [5, 100, 700])
+def test_a_cut_raw_body_is_one_line_and_its_status(
+    cut: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "cut.eventstream"
+    path.write_bytes((BEDROCK / f"{TOOL_TURN}.eventstream").read_bytes()[:cut])
+    code, out, err = run(["replay", str(path)], capsys)
+    assert code != 0
+    assert out == ""
+    said = one_line(err)
+    # Under a prelude the file is no event stream: bytes that are not a capture.
+    assert ("StreamInterruptedError" in said) if cut >= 12 else ("binary file" in said)

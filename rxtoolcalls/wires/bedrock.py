@@ -89,7 +89,13 @@ from .._errors import (
     provider_error,
     retryable,
 )
-from .._eventstream import _READ_SIZE, EventStreamDecoder, Frame, encode_frame
+from .._eventstream import (
+    _READ_SIZE,
+    EventStreamDecoder,
+    Frame,
+    encode_frame,
+    looks_like_eventstream,
+)
 from .._lift import interrupted
 from .._policy import DEFAULT, Limits, Policy
 from .._sse import load_json
@@ -1122,8 +1128,23 @@ def _base64(value: object) -> str:
 
 
 _MEDIA = "application/vnd.amazon.eventstream"
-_CONVERSE = Framing("eventstream", _MEDIA, _frame, b"")
-_INVOKE = Framing("eventstream", _MEDIA, _chunk_frame, b"")
+
+
+def _read_body(body: bytes) -> list[dict[str, Any]] | None:
+    """The events of a whole raw event-stream body, as ``from_eventstream`` reads them.
+
+    ``None`` when its first prelude's checksum fails: that is no event stream at all.
+    """
+    if not looks_like_eventstream(body):
+        return None
+    decoder = EventStreamDecoder()
+    events = [frame_event(frame) for frame in decoder.feed(body)]
+    decoder.end()
+    return events
+
+
+_CONVERSE = Framing("eventstream", _MEDIA, _frame, b"", _read_body)
+_INVOKE = Framing("eventstream", _MEDIA, _chunk_frame, b"", _read_body)
 
 
 def _converse(
