@@ -898,13 +898,15 @@ def _parser() -> argparse.ArgumentParser:
         "its wire's path: POST "
         + ", ".join(f"{spec.path} ({spec.title})" for spec in WIRES)
         + " (give clients other than OpenAI's the address without /v1); after the last "
-        "capture, the last one is answered again. A streaming request gets the capture framed "
-        "as its wire sends it (Server-Sent Events, or AWS event-stream frames); one without a "
-        "stream gets the capture assembled into the wire's one reply (502 with the typed error "
-        "if it does not assemble). GET /v1/models lists the captures' models. One log line per "
-        "request on stderr; Ctrl-C stops.",
+        "capture, the last one is answered again. A request with stream: true, or at a "
+        "streaming path, gets the capture framed as its wire sends it (Server-Sent Events, or "
+        "AWS event-stream frames); any other gets the capture assembled into the wire's one "
+        "reply (502 with the typed error if it does not assemble). GET /v1/models lists the "
+        "captures' models. One log line per request on stderr; Ctrl-C stops.",
     )
-    serve.add_argument("files", nargs="*", help="captures (.jsonl or raw SSE), in answer order")
+    serve.add_argument(
+        "files", nargs="*", help="captures (.jsonl, raw SSE or a raw body), in answer order"
+    )
     capture_options(serve, "FILES")
     serve.add_argument(
         "--port",

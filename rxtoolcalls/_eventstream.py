@@ -37,6 +37,10 @@ _MAX_HEADERS = 128 * 1024
 _MAX_PAYLOAD = 24 * 1024 * 1024
 _DEFAULT_LIMITS = Limits()
 _READ_SIZE = 64 * 1024
+# How many distinct header blocks a decoder remembers, and how long one may be: the memory
+# they take stays small whatever a stream sends.
+_KNOWN = 64
+_KNOWN_SIZE = 512
 
 # The header value types of a fixed size other than bool (0, 1) and UUID (9).
 _FIXED: dict[int, struct.Struct] = {
@@ -79,7 +83,7 @@ class EventStreamDecoder:
     fed, however they are split (one copy into the buffer, one out, two CRCs).
     """
 
-    __slots__ = ("_buffer", "_consumed", "_count", "_max", "_total", "error")
+    __slots__ = ("_buffer", "_consumed", "_count", "_known", "_max", "_total", "error")
 
     def __init__(self, *, limits: Limits | None = None) -> None:
         self._buffer = bytearray()
@@ -88,6 +92,9 @@ class EventStreamDecoder:
         self._total = 0
         self._count = 0
         self._consumed = 0
+        # Headers read, by their bytes: a stream repeats a few header blocks in every frame
+        # (reading them was the largest cost of a frame). Frames share these dicts.
+        self._known: dict[bytes, dict[str, object]] = {}
         self.error: Exception | None = None
         """An error found after the frames ``feed`` returned last; raised by the next call."""
 
@@ -170,7 +177,7 @@ class EventStreamDecoder:
 
     def _frame(self, buffer: bytearray, start: int, total: int) -> Frame:
         end = start + total - 4
-        headers_end = start + _PRELUDE_SIZE + _PRELUDE.unpack_from(buffer, start)[1]
+        headers_end = start + _PRELUDE_SIZE + int.from_bytes(buffer[start + 4 : start + 8], "big")
         # Slices of a view copy nothing; each is gone before the view is released, as a
         # bytearray with a live view cannot be resized.
         with memoryview(buffer) as view:
@@ -180,7 +187,12 @@ class EventStreamDecoder:
                 f"{self._where()} of the event stream fails its message CRC32 check: its bytes "
                 f"were damaged"
             )
-        headers = self._headers(bytes(buffer[start + _PRELUDE_SIZE : headers_end]))
+        raw = bytes(buffer[start + _PRELUDE_SIZE : headers_end])
+        headers = self._known.get(raw)
+        if headers is None:
+            headers = self._headers(raw)
+            if len(self._known) < _KNOWN and len(raw) <= _KNOWN_SIZE:
+                self._known[raw] = headers
         frame = Frame(headers, bytes(buffer[headers_end:end]))
         self._count += 1
         return frame

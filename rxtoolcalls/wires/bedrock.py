@@ -213,13 +213,18 @@ _DELTA_BLOCKS = {"text": "text", "citation": "text", "reasoningContent": "reason
 def identifies(event: object) -> bool:
     """Whether ``event`` is a ``ConverseStream`` event: a one-key dict (or ``Mapping``) named so.
 
-    Reads the one key, nothing under it: ``{"messageStart": …}`` and
-    ``{"throttlingException": …}`` are; ``{"chunk": …}`` (InvokeModel) and two-key dicts are not,
-    nor ``{"metadata": …}``, a name too common to tell a wire by (the reader takes it).
+    Reads the one key: ``{"messageStart": …}`` and ``{"throttlingException": …}`` are;
+    ``{"chunk": …}`` (InvokeModel) and two-key dicts are not. ``metadata`` is a name too
+    common to tell a wire by alone: it is Bedrock's when it holds ``usage`` or ``metrics``.
     """
     try:
         if type(event) is dict or isinstance(event, Mapping):
-            return len(event) == 1 and next(iter(event)) in _TELLING
+            if len(event) != 1:
+                return False
+            ((name, body),) = event.items()
+            if name == "metadata":
+                return isinstance(body, Mapping) and ("usage" in body or "metrics" in body)
+            return name in _TELLING
     except Exception:  # noqa: BLE001 - a Mapping that cannot be read is nobody's event
         return False
     return False
@@ -792,6 +797,10 @@ _BLOBS: dict[str, tuple[tuple[str, ...], ...]] = {
 }
 
 
+# The fields of a delta under which a blob may be.
+_HOLD_BLOBS = frozenset({"reasoningContent", "image"})
+
+
 def frame_event(frame: Frame) -> dict[str, Any]:
     """The event boto3 yields for ``frame``: ``{<:event-type>: <its JSON payload>}``.
 
@@ -824,7 +833,7 @@ def frame_event(frame: Frame) -> dict[str, Any]:
     if not isinstance(name, str):
         raise MalformedChunkError("an event stream event frame has no :event-type string header")
     event: Any = (
-        load_json(frame.payload, f"the payload of a {excerpt(name)} frame") if frame.payload else {}
+        load_json(frame.payload, "an event stream frame's payload") if frame.payload else {}
     )
     if type(event) is not dict:
         raise MalformedChunkError(
@@ -832,8 +841,15 @@ def frame_event(frame: Frame) -> dict[str, Any]:
         )
     # Bedrock pads every payload with a random-length ``p`` to hide token lengths.
     event.pop("p", None)
-    for path in _BLOBS.get(name, ()):
-        _decode_blob(event, path, name)
+    blobs = _BLOBS.get(name)
+    if blobs is not None:
+        delta = event.get("delta")
+        # Most deltas hold text or input: only a delta that names a blob's field is walked.
+        if name != "contentBlockDelta" or (
+            type(delta) is dict and not _HOLD_BLOBS.isdisjoint(delta)
+        ):
+            for path in blobs:
+                _decode_blob(event, path, name)
     return {name: event}
 
 
