@@ -466,6 +466,23 @@ def load_json(text: str | bytes, what: str = "the text") -> Any:
         else:
             if end == len(text):
                 return value
+    elif (
+        _scan is not None
+        and type(text) is bytes
+        and text.startswith(b"{")
+        and text.find(0, 1, 4) < 0
+    ):
+        # An object's bytes (an event-stream payload), which json.loads would take as UTF-8:
+        # scanned as their text, without its guess of the encoding and its check for
+        # whitespace in Python. Anything else, or any failure, is json.loads's to decide.
+        try:
+            decoded = text.decode("utf-8")
+            value, end = _scan(decoded, 0)
+        except Exception:  # noqa: BLE001 - StopIteration or an error: json.loads decides
+            pass
+        else:
+            if end == len(decoded):
+                return value
     return load_json_stdlib(text, what)
 
 
