@@ -80,6 +80,9 @@ def _flag_hint(error: ToolCallStreamError, command: str) -> str | None:
         type(error) is StreamInterruptedError
         and error.__cause__ is None
         and error.finish_reason is None
+        # A stream the switch can help: no finish, on a wire that may never send one (not a
+        # body cut inside a frame, nor a wire whose terminal event never came).
+        and "require_finish_reason" in (error.hint or "")
     )
     if command in ("replay", "record", "serve") and ended_early:
         return "--no-require-finish-reason or --policy lenient accept a stream without one"

@@ -147,8 +147,12 @@ def check_finish(
                 if not terminal
                 else f"the {_wire_spec(end.wire).title} stream ended before its terminal event, so "
                 f"the turn may be cut off",
+                # The switch is for a wire without a terminal event: on another, only a
+                # retry can help.
                 hint=f"{RETRY_HINT}; a provider that never sends one needs "
-                f"require_finish_reason=False",
+                f"require_finish_reason=False"
+                if not terminal
+                else RETRY_HINT,
                 **about,
             )
         if reason == "length":

@@ -345,3 +345,5 @@ def test_a_cut_raw_body_is_one_line_and_its_status(
     said = one_line(err)
     # Under a prelude the file is no event stream: bytes that are not a capture.
     assert ("StreamInterruptedError" in said) if cut >= 12 else ("binary file" in said)
+    # No switch of the command helps a body cut inside a frame.
+    assert "--no-require-finish-reason" not in said

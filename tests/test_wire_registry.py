@@ -14,7 +14,7 @@ import reactivex
 import rxtoolcalls as rt
 from rxtoolcalls.wires import WIRES, lookup, names
 from tests.helpers import args, call_open, content, finish
-from tests.wire_builders import B_START, b_open, b_piece, b_stop, b_text
+from tests.wire_builders import B_START, b_open, b_piece, b_stop, b_text, case
 
 MESSAGE_START = {"type": "message_start", "message": {"id": "msg_bdrk_1", "usage": {}}}
 
@@ -217,3 +217,17 @@ def test_an_interrupted_chat_turn_is_unchanged() -> None:
     found = outcome([call_open(0, "c", "f"), args(0, "{}")])
     assert isinstance(found, rt.StreamInterruptedError), found
     assert "ended without a finish_reason" in str(found)
+
+
+@pytest.mark.parametrize("wire", [spec.name for spec in WIRES if spec.terminal])
+def test_a_wire_with_a_terminal_event_gets_no_finish_switch_advice(wire: str) -> None:
+    # require_finish_reason=False cannot help a wire that always ends with its terminal event.
+    found = outcome(case(wire).build(["a"], [], False), wire=wire)
+    assert isinstance(found, rt.StreamInterruptedError), found
+    assert "require_finish_reason" not in (found.hint or "")
+
+
+def test_a_chat_stream_without_a_finish_gets_the_switch_advice() -> None:
+    found = outcome([content("Hi")])
+    assert isinstance(found, rt.StreamInterruptedError), found
+    assert "require_finish_reason=False" in (found.hint or "")
