@@ -32,6 +32,8 @@ __all__ = [
     "Transcript",
     "WireSpec",
     "answer_text",
+    "appended",
+    "no_sdk_stream",
     "text_of",
 ]
 
@@ -50,6 +52,16 @@ Found = tuple[list[Asked], tuple[dict[str, Any], ...], dict[str, str]]
 def text_of(value: object) -> str | None:
     """``value`` when it is a string: a field to look up (a list is no key)."""
     return value if isinstance(value, str) else None
+
+
+def appended(out: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``Transcript.add_answers`` for a wire whose answers are messages of their own."""
+    return [*out, *added]
+
+
+def no_sdk_stream(value: object, loop: asyncio.AbstractEventLoop | None) -> Observable[Any] | None:
+    """``WireSpec.sdk_stream`` for a wire whose SDK streams the agent reads as any iterable."""
+    return None
 
 
 def answer_text(value: object) -> str:

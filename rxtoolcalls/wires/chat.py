@@ -30,12 +30,7 @@ Rules (``ChatReader.feed``):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import asyncio
-
-    from reactivex import Observable
+from typing import Any
 
 from .._close import _where
 from .._core import (
@@ -63,7 +58,18 @@ from .._errors import (
 )
 from .._sse import SSE_DATA_DONE
 from .._types import AssistantTurn, ToolCallStarted, no_made_up_ids
-from .._wire import CANCELLED, Asked, Found, Messages, Route, Transcript, WireSpec, answer_text
+from .._wire import (
+    CANCELLED,
+    Asked,
+    Found,
+    Messages,
+    Route,
+    Transcript,
+    WireSpec,
+    answer_text,
+    appended,
+    no_sdk_stream,
+)
 
 __all__ = ["WIRE", "ChatReader", "identifies"]
 
@@ -673,10 +679,6 @@ def _shows(message: Mapping[str, Any]) -> bool:
     return message.get("role") == "tool" or bool(message.get("tool_calls"))
 
 
-def _appended(out: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [*out, *added]
-
-
 # -- The replay server and the SDK ----------------------------------------------------------
 
 
@@ -749,11 +751,6 @@ def function_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None
     return [(name, function.get("parameters"))]
 
 
-def no_sdk_stream(value: object, loop: asyncio.AbstractEventLoop | None) -> Observable[Any] | None:
-    """None: the agent reads the openai SDK's streams (and any iterable) on its own."""
-    return None
-
-
 WIRE = WireSpec(
     name="chat",
     title="OpenAI Chat Completions",
@@ -766,7 +763,7 @@ WIRE = WireSpec(
     tool_messages=tool_messages,
     made_up_ids=no_made_up_ids,
     transcript=Transcript(
-        shows=_shows, find=_chat_find, repair=_chat_repair, open=_chat_open, add_answers=_appended
+        shows=_shows, find=_chat_find, repair=_chat_repair, open=_chat_open, add_answers=appended
     ),
     retryable=OPENAI_RETRYABLE,
     final=OPENAI_FINAL,

@@ -109,6 +109,7 @@ from .._wire import (
     Transcript,
     WireSpec,
     answer_text,
+    no_sdk_stream,
     text_of,
 )
 from ..sources import (
@@ -1344,11 +1345,6 @@ def _tool_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None:
     return found
 
 
-def _sdk_stream(value: object, loop: asyncio.AbstractEventLoop | None) -> Observable[Any] | None:
-    """None: a google-genai stream is an iterator of responses, read like any iterable."""
-    return None
-
-
 WIRE = WireSpec(
     name="gemini",
     title="Google Gemini",
@@ -1367,7 +1363,7 @@ WIRE = WireSpec(
     final=frozenset({"INVALID_ARGUMENT", "PERMISSION_DENIED", "UNAUTHENTICATED", "NOT_FOUND"}),
     sdk_error=_sdk_error,
     sdk_packages=frozenset(),
-    sdk_stream=_sdk_stream,
+    sdk_stream=no_sdk_stream,
     path="/v1beta/models/{model}:streamGenerateContent",
     routes=(
         Route(":streamGenerateContent", True, SSE_DATA),

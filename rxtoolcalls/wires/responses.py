@@ -66,13 +66,14 @@ from .._wire import (
     Transcript,
     WireSpec,
     answer_text,
+    appended,
+    no_sdk_stream,
     text_of,
 )
 from .chat import (
     OPENAI_FINAL,
     OPENAI_RETRYABLE,
     function_schemas,
-    no_sdk_stream,
     openai_error_body,
     openai_sdk_error,
 )
@@ -562,10 +563,6 @@ def _shows(message: Mapping[str, Any]) -> bool:
     return isinstance(kind, str) and kind != "message"
 
 
-def _appended(out: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [*out, *added]
-
-
 # -- The transcript: output items answered by output items anywhere after them -----------
 
 
@@ -718,7 +715,7 @@ WIRE = WireSpec(
         find=_find,
         repair=_responses_repair,
         open=_responses_open,
-        add_answers=_appended,
+        add_answers=appended,
     ),
     retryable=OPENAI_RETRYABLE,
     final=OPENAI_FINAL,
