@@ -19,8 +19,7 @@ from tests.helpers import FIXTURES, load_fixture, run_assemble
 
 ROOT = Path(__file__).parent.parent
 PARALLEL = load_fixture("openai__parallel_tool_calls")
-COMMAND_LINE = (ROOT / "README.md").read_text(encoding="utf-8").split("## Command line", 1)[1]
-COMMAND_LINE = COMMAND_LINE.split("\n## ", 1)[0]
+COMMAND_LINE = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
 
 
 def test_replay_demo_works_outside_a_checkout(tmp_path: Path) -> None:

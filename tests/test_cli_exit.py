@@ -13,8 +13,7 @@ import rxtoolcalls.agent
 from rxtoolcalls.__main__ import EXIT_CODES, _explain, main
 from tests.helpers import FIXTURES
 
-README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-COMMAND_LINE = README.split("## Command line", 1)[1].split("\n## ", 1)[0]
+COMMAND_LINE = (Path(__file__).parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
 
 
 def _subclasses(kind: type[Exception]) -> set[type[Exception]]:

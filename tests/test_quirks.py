@@ -1,6 +1,6 @@
 """The provider-quirk catalogue (shared research, items 1-24), under DEFAULT and LENIENT.
 
-Each case is the catalogue's minimal chunk sequence; the README's "Provider compatibility"
+Each case is the catalogue's minimal chunk sequence; the manual's "Provider compatibility"
 table is rendered from this list, and a test checks that the two agree.
 """
 
@@ -721,9 +721,9 @@ def render_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def test_readme_table_matches_the_tests() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    assert render_table() in readme, "regenerate with: python -m tests.test_quirks"
+def test_the_manual_table_matches_the_tests() -> None:
+    page = Path(__file__).parent.parent / "docs" / "compatibility.md"
+    assert render_table() in page.read_text(encoding="utf-8"), "regenerate with: python -m tests.test_quirks"
 
 
 if __name__ == "__main__":
