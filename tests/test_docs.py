@@ -15,7 +15,7 @@ import rxtoolcalls
 
 ROOT = Path(__file__).parent.parent
 DOCS = ROOT / "docs"
-PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts)]
 BLOCKS = [
     (page, number, code)
     for page in PAGES
@@ -85,8 +85,11 @@ def test_the_api_reference_names_every_public_name() -> None:
 
 
 def test_every_page_is_in_a_table_of_contents() -> None:
-    index = (DOCS / "index.md").read_text(encoding="utf-8")
-    listed = set(re.findall(r"^([\w/-]+)$", index, re.M))
-    pages = {page.stem for page in DOCS.glob("*.md")} - {"index"}
+    listed = set()
+    for index in DOCS.rglob("index.md"):
+        folder = index.parent.relative_to(DOCS).as_posix()
+        for entry in re.findall(r"^([\w/-]+)$", index.read_text(encoding="utf-8"), re.M):
+            listed.add(entry if folder == "." else f"{folder}/{entry}")
+    pages = {page.relative_to(DOCS).with_suffix("").as_posix() for page in PAGES[1:]} - {"index"}
     notebooks = {f"notebooks/{path.stem}" for path in (ROOT / "notebooks").glob("*.ipynb")}
     assert pages | notebooks <= listed
