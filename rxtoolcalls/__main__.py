@@ -567,7 +567,11 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         recordings.append(chunks)
     try:
         server = ReplayServer(
-            recordings, delay=args.delay, port=args.port, log=lambda line: _log(line, err)
+            recordings,
+            delay=args.delay,
+            loop=args.loop,
+            port=args.port,
+            log=lambda line: _log(line, err),
         )
     except OSError as exc:
         raise _UsageError(
@@ -901,11 +905,14 @@ def _parser() -> argparse.ArgumentParser:
         "its wire's path: POST "
         + ", ".join(f"{spec.path} ({spec.title})" for spec in WIRES)
         + " (give clients other than OpenAI's the address without /v1); after the last "
-        "capture, the last one is answered again. A request with stream: true, or at a "
-        "streaming path, gets the capture framed as its wire sends it (Server-Sent Events, or "
-        "AWS event-stream frames); any other gets the capture assembled into the wire's one "
-        "reply (502 with the typed error if it does not assemble). GET /v1/models lists the "
-        "captures' models. One log line per request on stderr; Ctrl-C stops.",
+        "capture, the last one is answered again (with --loop, the first). POST /reset (no body "
+        "needed: curl -X POST URL/reset) starts over, so that the next request gets the first "
+        "capture: a second client run gets what the first one got. A request with stream: "
+        "true, or at a streaming path, gets the capture framed as its wire sends it "
+        "(Server-Sent Events, or AWS event-stream frames); any other gets the capture "
+        "assembled into the wire's one reply (502 with the typed error if it does not "
+        "assemble). GET /v1/models lists the captures' models. One log line per request on "
+        "stderr; Ctrl-C stops.",
     )
     serve.add_argument(
         "files", nargs="*", help="captures (.jsonl, raw SSE or a raw body), in answer order"
@@ -922,6 +929,12 @@ def _parser() -> argparse.ArgumentParser:
         type=_number(float, 0),
         default=0.03,
         help="seconds between streamed chunks (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--loop",
+        action="store_true",
+        help="after the last capture, answer the first again, and so on (default: off: the "
+        "last one again)",
     )
 
     chat = sub.add_parser(

@@ -15,10 +15,11 @@ a ConverseStream recording as event-stream frames (an exception event as an exce
 ``/model/{modelId}/invoke-with-response-stream`` streams an Anthropic recording (its events, or
 the InvokeModel ``chunk`` envelopes recorded) as ``chunk`` frames; each frame is one HTTP chunk
 (``Transfer-Encoding: chunked``), as Bedrock sends them, so that boto3 reads it as it comes.
-``GET /v1/models`` lists the recordings' models. Errors are JSON bodies in the wire's shape
-(OpenAI ``{"error": {...}}``, Anthropic ``{"type": "error", "error": {...}}``, Google
-``{"error": {"code", "message", "status"}}``, AWS ``{"__type", "message"}``). A chunk the
-route cannot frame, or a reply that cannot be built, is a 500 naming it, never a traceback.
+``GET /v1/models`` lists the recordings' models; ``POST /reset`` starts over at the first
+recording. Errors are JSON bodies in the wire's shape (OpenAI ``{"error": {...}}``, Anthropic
+``{"type": "error", "error": {...}}``, Google ``{"error": {"code", "message", "status"}}``, AWS
+``{"__type", "message"}``). A chunk the route cannot frame, or a reply that cannot be built, is
+a 500 naming it, never a traceback.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -179,20 +180,28 @@ def _bare(event: dict[str, Any]) -> Any:
     return event
 
 
-def _a(word: str) -> str:
-    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+def _a(words: str) -> str:
+    """``words`` after the article their first letter calls for (by spelling: "an anthropic")."""
+    return f"an {words}" if words[:1].lower() in ("a", "e", "i", "o", "u") else f"a {words}"
 
 
 class ReplayServer:
     r"""Serve recordings on 127.0.0.1 (an ephemeral port unless ``port`` is given).
 
     ``recordings`` holds one chunk list per request, answered in order; after the last, the
-    last one is answered again. Each is served at its wire's path (a request at another wire's
+    last one is answered again, or with ``loop`` the first, and so on. ``reset()``, or a
+    ``POST /reset`` request (no body needed), starts over: the next request gets the first
+    recording. Each is served at its wire's path (a request at another wire's
     path gets a 400 that names the right one); one that shows no wire, at any. An empty
-    recording or a chunk that is not a dict is refused (``ValueError``). ``cut`` maps a
-    request number (0-based) to a chunk count after which the stream is dropped without its
-    end, as a failing proxy would. ``requests`` keeps every request body; ``disconnects``
-    counts streams the client closed before the end (seen at once, even while pacing).
+    recording or a chunk that is not a dict is refused (``ValueError``). ``delay`` is the
+    seconds between two streamed chunks (default 0.0: as fast as the socket takes them;
+    ``serve --delay`` defaults to 0.03, to look like a model writing); ``delays`` maps a
+    request number to its own, so that one request can stall while others run at ``delay``.
+    ``cut`` maps a request number to a chunk count after which the stream is dropped without
+    its end, as a failing proxy would. Request numbers are 0-based, counted from the start or
+    the last reset; a reply that is not streamed is never delayed nor cut. ``requests`` keeps
+    every request body; ``disconnects`` counts streams the client closed before the end (seen
+    at once, even while pacing).
     ``log``, if given, is called (by one thread at a time) with one line per request, before
     its reply is sent, and one more for a request whose client leaves, or stops reading, before
     the reply is complete; control characters in a line are written as ``\xHH``. A client's
@@ -211,7 +220,9 @@ class ReplayServer:
         recordings: Sequence[Sequence[dict[str, Any]]],
         *,
         delay: float = 0.0,
-        cut: dict[int, int] | None = None,
+        delays: Mapping[int, float] | None = None,
+        cut: Mapping[int, int] | None = None,
+        loop: bool = False,
         port: int = 0,
         log: Callable[[str], None] | None = None,
         timeout: float = 30.0,
@@ -227,8 +238,12 @@ class ReplayServer:
         self.wires = [_recording_wire(r) for r in self.recordings]
         """The wire of each recording (``None`` if it shows none)."""
         self.delay = delay
+        self.delays = dict(delays or {})
         self.cut = dict(cut or {})
+        self.loop = loop
         self.requests: list[dict[str, Any]] = []
+        """Every request body, in arrival order (a reset keeps them)."""
+        self._answered = 0  # requests since the start or the last reset
         self.disconnects = 0
         self._lock = threading.Lock()
         # Requests are served on threads of their own; one line at a time keeps a log that
@@ -366,6 +381,9 @@ class ReplayServer:
 
             def do_POST(self) -> None:
                 path = self.path.split("?", 1)[0].rstrip("/")
+                if path.endswith("/reset"):
+                    self.reset()
+                    return
                 found = _route(path)
                 if found is not None:
                     self.spec = found[0]
@@ -385,25 +403,40 @@ class ReplayServer:
                     self.fail(400, "the body is not a JSON object")
                     return
                 with server._lock:
-                    number = len(server.requests)
+                    number = server._answered
+                    server._answered += 1
                     server.requests.append(request)
-                which = min(number, len(server.recordings) - 1)
+                count = len(server.recordings)
+                which = number % count if server.loop else min(number, count - 1)
                 chunks = server.recordings[which]
                 wire = server.wires[which]
                 serves = route.serves or spec.name
                 if wire is not None and wire != serves:
                     self.fail(
                         400,
-                        f"recording {which + 1} is {_a(wire)} stream, served at "
+                        f"recording {which + 1} is {_a(f'{wire} stream')}, served at "
                         f"{' or '.join(_served_at(wire))}, not at {_route_path(spec, route)}",
                     )
                     return
                 self.detail = f"recording {which + 1}/{len(server.recordings)}"
                 streamed = request.get("stream") is True if route.streams is None else route.streams
                 if streamed:
-                    self.stream(chunks, server.cut.get(number), route)
+                    delay = server.delays.get(number, server.delay)
+                    self.stream(chunks, server.cut.get(number), route, delay)
                 else:
                     self.complete(chunks, lookup(serves))
+
+            def reset(self) -> None:
+                """Answer ``POST /reset``: the next request gets the first recording."""
+                # curl -X POST sends no body and no Content-Length: nothing to read then.
+                sent = self.headers.get("Content-Length") or self.headers.get("Transfer-Encoding")
+                if sent and self.read_body() is None:
+                    return
+                server.reset()
+                self.detail = "the next request gets recording 1"
+                self.send_json(
+                    200, {"reset": True, "next": 1, "recordings": len(server.recordings)}
+                )
 
             def pause(self, seconds: float) -> bool:
                 """Wait ``seconds``; ``False`` as soon as the client closes the connection."""
@@ -464,7 +497,11 @@ class ReplayServer:
                 return frames
 
             def stream(
-                self, chunks: list[dict[str, Any]], stop_after: int | None, route: Route
+                self,
+                chunks: list[dict[str, Any]],
+                stop_after: int | None,
+                route: Route,
+                delay: float,
             ) -> None:
                 shown = len(chunks) if stop_after is None else min(stop_after, len(chunks))
                 frames = self.frames(chunks[:shown], route)
@@ -489,7 +526,7 @@ class ReplayServer:
                         self.wfile.write(_http_chunk(data) if chunked else data)
                         self.wfile.flush()
                         sent += 1
-                        if server.delay and not self.pause(server.delay):
+                        if delay and not self.pause(delay):
                             raise ConnectionResetError  # the client left during the pause
                     if shown < len(chunks):
                         # A dropped connection: chunked, the body also lacks its last chunk.
@@ -508,6 +545,11 @@ class ReplayServer:
                     raise
 
         self._httpd = _Listener(("127.0.0.1", port), Handler)
+
+    def reset(self) -> None:
+        """Start over: the next request gets the first recording, as request number 0."""
+        with self._lock:
+            self._answered = 0
 
     @property
     def base_url(self) -> str:
