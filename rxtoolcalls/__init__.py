@@ -1,5 +1,6 @@
 """Assemble streamed LLM tool calls into complete, validated turns with ReactiveX operators."""
 
+from ._aiter import to_async_iterator
 from ._errors import (
     ContentFilteredError,
     InvalidArgumentsError,
@@ -130,5 +131,6 @@ __all__ = [
     "on_finish_reason",
     "progress",
     "repair_transcript",
+    "to_async_iterator",
     "tool_content",
 ]
