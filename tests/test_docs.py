@@ -6,6 +6,7 @@ The manual's API reference names every public name, and each page is reachable f
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,12 @@ import rxtoolcalls
 ROOT = Path(__file__).parent.parent
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts)]
+# A python block, and the text block right after it (what it prints), when there is one.
+EXAMPLE = re.compile(r"```python\n(.*?)```(?:\n\n```text\n(.*?)```)?", re.S)
 BLOCKS = [
-    (page, number, code)
+    (page, number, code, shown)
     for page in PAGES
-    for number, code in enumerate(
-        re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
-    )
+    for number, (code, shown) in enumerate(EXAMPLE.findall(page.read_text(encoding="utf-8")))
 ]
 
 
@@ -30,19 +31,24 @@ def _name(page: Path, number: int) -> str:
 
 
 def test_the_readme_and_the_manual_have_examples() -> None:
-    readme = [code for page, _, code in BLOCKS if page.name == "README.md"]
+    readme = [code for page, _, code, _ in BLOCKS if page.name == "README.md"]
     assert len(readme) >= 3
-    assert len(BLOCKS) >= 40
+    shown = {page.relative_to(ROOT).as_posix() for page, _, _, _ in BLOCKS}
+    guides = ["getting-started", "concepts", "sources", "agent", "progress", "recipes"]
+    wires = [f"wires/{path.stem}" for path in (ROOT / "rxtoolcalls" / "wires").glob("[!_]*.py")]
+    for page in guides + wires:
+        assert f"docs/{page}.md" in shown, f"docs/{page}.md has no runnable example"
 
 
-IDS = [_name(page, number) for page, number, _ in BLOCKS]
+IDS = [_name(page, number) for page, number, _, _ in BLOCKS]
 
 
-@pytest.mark.parametrize(("page", "number", "code"), BLOCKS, ids=IDS)
+@pytest.mark.parametrize(("page", "number", "code", "shown"), BLOCKS, ids=IDS)
 def test_example_runs(
     page: Path,
     number: int,
     code: str,
+    shown: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
@@ -60,9 +66,11 @@ def test_example_runs(
     assert printed.strip()
     if injected:
         assert printed.strip() == "tool_calls ['GetWeatherArgs', 'get_stock_price']"
+    if shown:
+        assert printed == shown, "the output shown after the example is not what it prints"
 
 
-AGENT_BLOCKS = [(page, number, code) for page, number, code in BLOCKS if "agent_loop" in code]
+AGENT_BLOCKS = [(page, number, code) for page, number, code, _ in BLOCKS if "agent_loop" in code]
 
 
 def test_agent_examples_pass_mypy_strict(tmp_path: Path) -> None:
@@ -93,3 +101,11 @@ def test_every_page_is_in_a_table_of_contents() -> None:
     pages = {page.relative_to(DOCS).with_suffix("").as_posix() for page in PAGES[1:]} - {"index"}
     notebooks = {f"notebooks/{path.stem}" for path in (ROOT / "notebooks").glob("*.ipynb")}
     assert pages | notebooks <= listed
+
+
+def test_the_readme_is_short_and_lists_every_extra() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme.count("\n") <= 250
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    for extra in project["project"]["optional-dependencies"]:
+        assert f"| `{extra}` |" in readme, f"the README's table of extras lacks {extra!r}"
