@@ -6,16 +6,20 @@ import argparse
 import base64
 import contextlib
 import importlib
+import importlib.util
 import itertools
 import json
 import os
 import re
+import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn, TextIO
 
 import reactivex
@@ -38,8 +42,8 @@ from ._sse import DONE, SSEDecoder, chunk_from_event, error_field_error
 from ._types import AssistantTurn, ToolCallStarted
 from .agent import ToolExecutionError, TurnLimitError
 from .operators import assemble, progress
-from .sources import from_openai_stream, read_jsonl, record
-from .wires import WIRES
+from .sources import read_jsonl, record
+from .wires import WIRES, names
 
 __all__ = ["EXIT_CODES", "main"]
 
@@ -96,10 +100,6 @@ def _flag_hint(error: ToolCallStreamError, command: str) -> str | None:
     return None
 
 
-def _a(words: str) -> str:
-    return f"an {words}" if words[:1] in "aeiou" else f"a {words}"
-
-
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -110,8 +110,11 @@ _PYTHON_ADVICE = re.compile(r"\w\(|\w=|\bPolicy\b|\bLimits\b|\blenient policy\b|
 _POLICY_COMMANDS = ("replay", "record", "chat")
 
 
-def _library_hint(error: ToolCallStreamError, command: str) -> list[str]:
-    """The clauses of the error's own ``hint`` that fit a command line, reworded if needed."""
+def _library_hint(error: ToolCallStreamError, command: str, tries: int | None) -> list[str]:
+    """The clauses of the error's own ``hint`` that fit a command line, reworded if needed.
+
+    ``tries``: the attempts ``chat`` made at the turn, its retries spent.
+    """
     hint = getattr(error, "hint", None)
     if not isinstance(hint, str):
         return []
@@ -126,14 +129,28 @@ def _library_hint(error: ToolCallStreamError, command: str) -> list[str]:
             continue  # the command's own flag says it (_flag_hint)
         elif clause.startswith("retry the request") and command != "chat":
             continue  # a capture read again fails again
+        elif clause.startswith("retry the request") and tries is not None:
+            kept.append(f"tried {_times(tries)}: raise --retries to try more")
         elif not _PYTHON_ADVICE.search(clause):
             kept.append(clause)
     return kept
 
 
-def _explain(error: ToolCallStreamError, err: TextIO, command: str, where: str = "") -> int:
-    """Print ``error`` as one line (where, type, message, hints); return its exit status."""
-    hints = [*_library_hint(error, command), _flag_hint(error, command)]
+def _explain(
+    error: ToolCallStreamError,
+    err: TextIO,
+    command: str,
+    where: str = "",
+    *,
+    tries: int | None = None,
+    hint: str | None = None,
+) -> int:
+    """Print ``error`` as one line (where, type, message, hints); return its exit status.
+
+    ``tries``: the attempts ``chat`` made at the turn, its retries spent; ``hint`` replaces
+    every other.
+    """
+    hints = [hint] if hint else [*_library_hint(error, command, tries), _flag_hint(error, command)]
     tail = "; ".join(dict.fromkeys(hint for hint in hints if hint))
     line = f"rxtoolcalls: {where}{type(error).__name__}: {_one_line(str(error))}"
     print(f"{line} — {tail}" if tail else line, file=err)
@@ -263,7 +280,7 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         chunks = _load(name)
     except ToolCallStreamError as exc:
         return _explain(exc, err, "replay")
-    pace = 0.0 if args.speed <= 0 else DEMO_PACE / args.speed
+    pace = DEMO_PACE / args.speed if args.speed is not None else args.delay or 0.0
     arrival: list[float] = []
 
     def paced() -> Iterator[dict[str, Any]]:
@@ -302,7 +319,7 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             raise _UsageError(f"cannot write {args.timeline}: {exc.strerror or exc}") from None
         if show:
             print(f"timeline written to {args.timeline}", file=err)
-    return _report(turns, errors, show, out, err, "replay")
+    return _report(turns, _lacking(errors, chunks, name), show, out, err, "replay")
 
 
 def _escape_surrogates(text: str) -> str:
@@ -326,6 +343,34 @@ def _base64_text(value: object) -> str:
     if isinstance(value, bytes | bytearray | memoryview):
         return base64.b64encode(value).decode("ascii")
     raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _lacking(
+    errors: list[Exception], chunks: Sequence[object], name: str | None
+) -> list[Exception]:
+    """``errors``, where a turn is missing for want of stream events, said as what the file lacks.
+
+    The assembler's own words ("no turn to assemble") fit a stream that was cut; for a file
+    that holds no events, or no event of any wire, no option of the command can help.
+    """
+    from .serve import _recording_wire
+
+    error = errors[0] if errors else None
+    if type(error) is not StreamInterruptedError or error.__cause__ is not None:
+        return errors
+    shown = "stdin" if name == "-" else name or "the capture"
+    events = [chunk for chunk in chunks if isinstance(chunk, dict)]
+    if not chunks:
+        return [StreamInterruptedError(f"{shown} holds no events: nothing to assemble")]
+    if len(events) < len(chunks) or _recording_wire(events) is not None:
+        return errors
+    keys = ", ".join(sorted(map(str, events[0])))
+    first = f"the first holds the keys {_clipped(keys)}" if keys else "the first is {}"
+    return [StreamInterruptedError(f"no event of {shown} is a stream event of any wire ({first})")]
+
+
+def _clipped(text: str, size: int = 60) -> str:
+    return text if len(text) <= size else text[: size - 1] + "…"
 
 
 def _report(
@@ -484,7 +529,7 @@ def _record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _report(turns, errors or [failure], False, out, err, "record")
     plural = "" if len(written) == 1 else "s"
     print(f"recorded {len(written)} chunk{plural} to {target}", file=err)
-    return _report(turns, errors, False, out, err, "record")
+    return _report(turns, _lacking(errors, written, args.source), False, out, err, "record")
 
 
 def _export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -493,7 +538,7 @@ def _export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         chunks = _load(name)
     except ToolCallStreamError as exc:
         return _explain(exc, err, "export")
-    from .serve import _home
+    from .serve import _a, _home
 
     # As the wire sends its events (the framing of the route that serves them as they are:
     # Bedrock InvokeModel envelopes as its chunk frames); a capture that shows no wire has
@@ -616,28 +661,65 @@ def _tool_file(path: str) -> list[dict[str, Any]]:
 
 
 def _python_tool(spec: str) -> tuple[str, Callable[..., Any]]:
-    """The function ``MODULE:FUNCTION`` names, imported as ``python -m`` would."""
-    module_name, colon, attribute = spec.partition(":")
-    if not colon or not module_name or not attribute:
-        raise _UsageError(f"--python {spec}: expected MODULE:FUNCTION")
+    """The function ``MODULE:FUNCTION`` or ``FILE.py:FUNCTION`` names.
+
+    A module is imported as ``python -m`` would (the current directory first); a name with a
+    path separator or ending in ``.py`` is a file, loaded as a module of its own.
+    """
+    source, colon, attribute = spec.rpartition(":")
+    if not colon or not source or not attribute:
+        raise _UsageError(f"--python {spec}: expected MODULE:FUNCTION or FILE.py:FUNCTION")
+    is_file = source.endswith(".py") or os.sep in source or "/" in source
+    module = _tool_file_module(source, spec) if is_file else _tool_module(source, spec)
+    function = getattr(module, attribute, None)
+    if function is None:
+        raise _UsageError(f"--python {spec}: {source} has no attribute {attribute!r}")
+    if not callable(function):
+        named = f"{source}:{attribute}" if is_file else f"{source}.{attribute}"
+        raise _UsageError(f"--python {spec}: {named} is not callable")
+    return attribute, function
+
+
+def _tool_module(module_name: str, spec: str) -> ModuleType:
     here = os.getcwd()
     if "" not in sys.path and here not in sys.path:
         # `python -m` puts the current directory first; the console script puts its own.
         sys.path.insert(0, here)
     try:
-        module = importlib.import_module(module_name)
+        return importlib.import_module(module_name)
     except ImportError as exc:
         raise _UsageError(f"--python {spec}: cannot import {module_name}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - the user's module failed: say so in one line
         raise _UsageError(
-            f"--python {spec}: importing {module_name} raised {type(exc).__name__}: {exc}"
+            f"--python {spec}: importing {module_name} raised {type(exc).__name__}: "
+            f"{_one_line(str(exc))}"
         ) from None
-    function = getattr(module, attribute, None)
-    if function is None:
-        raise _UsageError(f"--python {spec}: {module_name} has no attribute {attribute!r}")
-    if not callable(function):
-        raise _UsageError(f"--python {spec}: {module_name}.{attribute} is not callable")
-    return attribute, function
+
+
+def _tool_file_module(path: str, spec: str) -> ModuleType:
+    """The module a file of tools defines, under a private name (no module is shadowed)."""
+    if not Path(path).is_file():
+        raise _UsageError(f"--python {spec}: no such file {path}")
+    stem = re.sub(r"\W", "_", Path(path).stem)
+    # Registered while it runs, as an import would be: dataclasses and pickle look it up.
+    name = next(
+        f"_rxtoolcalls_tools_{stem}{suffix}"
+        for suffix in itertools.chain([""], (f"_{n}" for n in itertools.count(2)))
+        if f"_rxtoolcalls_tools_{stem}{suffix}" not in sys.modules
+    )
+    found = importlib.util.spec_from_file_location(name, path)
+    if found is None or found.loader is None:
+        raise _UsageError(f"--python {spec}: cannot load {path} as Python (name it .py)")
+    module = importlib.util.module_from_spec(found)
+    sys.modules[name] = module
+    try:
+        found.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's file failed: one line
+        del sys.modules[name]
+        raise _UsageError(
+            f"--python {spec}: importing {path} raised {type(exc).__name__}: {_one_line(str(exc))}"
+        ) from None
+    return module
 
 
 def _load_tools(
@@ -674,59 +756,345 @@ def _load_tools(
     return declared, functions
 
 
-def _tool_choice(text: str | None, declared: list[dict[str, Any]]) -> object:
-    """The request's ``tool_choice`` for ``--tool-choice``: a mode, or one named tool."""
-    if text is None or text in ("auto", "none", "required"):
+_MODES = ("auto", "none", "required")
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """What ``chat`` asks each turn, in no wire's shape: each client writes it in its own."""
+
+    model: str
+    tools: list[dict[str, Any]]
+    """Declarations in the Chat Completions shape: ``{"type": "function", "function": …}``."""
+    choice: str | None
+    """``None`` (the server's), a mode of ``_MODES`` or a declared tool's name."""
+    temperature: float | None
+    max_tokens: int | None
+    system: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Client:
+    """How ``chat`` reaches one wire through its SDK."""
+
+    sdk: str
+    """The module to import."""
+    package: str
+    """Its name on PyPI, as a message names it."""
+    extra: str
+    """The extra of rxtoolcalls that installs it."""
+    modes: tuple[str, ...]
+    """The ``tool_choice`` modes the wire's API has."""
+    connect: Callable[[Any, str | None], tuple[Any, str]]
+    """A client of the SDK module for a base URL (``None``: the SDK's own), and its URL."""
+    messages: Callable[[str, str | None], list[dict[str, Any]]]
+    """The first messages, from the prompt and the system message (where it is a message)."""
+    open: Callable[[Any, _Ask, list[dict[str, Any]]], Any]
+    """The SDK's stream of one turn."""
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The keyword arguments that were given: ``None`` leaves the SDK's default."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _functions(ask: _Ask) -> list[tuple[str, str, object]]:
+    """Each declared tool's name, description (its name if none) and parameters schema."""
+    found = []
+    for tool in ask.tools:
+        function = tool["function"]
+        name = function["name"]
+        schema = function.get("parameters") or {"type": "object"}
+        found.append((name, function.get("description") or name, schema))
+    return found
+
+
+def _openai(sdk: Any, base_url: str | None) -> tuple[Any, str]:
+    key = os.environ.get("OPENAI_API_KEY", "unused")
+    client = sdk.OpenAI(api_key=key, base_url=base_url, max_retries=0)
+    return client, base_url or str(client.base_url)
+
+
+def _chat_messages(prompt: str, system: str | None) -> list[dict[str, Any]]:
+    first = [{"role": "system", "content": system}] if system is not None else []
+    return [*first, {"role": "user", "content": prompt}]
+
+
+def _user_says(prompt: str, system: str | None) -> list[dict[str, Any]]:
+    """The prompt as a user message whose content is text (the system goes in the request)."""
+    return [{"role": "user", "content": prompt}]
+
+
+def _chat_open(client: Any, ask: _Ask, messages: list[dict[str, Any]]) -> Any:
+    named = {"type": "function", "function": {"name": ask.choice}}
+    return client.chat.completions.create(
+        model=ask.model,
+        messages=messages,
+        stream=True,
+        **_given(
+            tools=ask.tools or None,
+            tool_choice=ask.choice if ask.choice in (None, *_MODES) else named,
+            temperature=ask.temperature,
+            max_tokens=ask.max_tokens,
+        ),
+    )
+
+
+def _responses_open(client: Any, ask: _Ask, messages: list[dict[str, Any]]) -> Any:
+    tools = [
+        # Not strict, as on Chat: the Responses API would otherwise refuse a loose schema.
+        {
+            "type": "function",
+            "name": name,
+            "description": said,
+            "parameters": schema,
+            "strict": False,
+        }
+        for name, said, schema in _functions(ask)
+    ]
+    return client.responses.create(
+        model=ask.model,
+        input=messages,
+        stream=True,
+        **_given(
+            instructions=ask.system,
+            tools=tools or None,
+            tool_choice=(
+                ask.choice
+                if ask.choice in (None, *_MODES)
+                else {"type": "function", "name": ask.choice}
+            ),
+            temperature=ask.temperature,
+            max_output_tokens=ask.max_tokens,
+        ),
+    )
+
+
+ANTHROPIC_MAX_TOKENS = 4096
+"""``max_tokens`` on the Anthropic wire without ``--max-tokens``: its API requires one."""
+_ANTHROPIC_MODES = {"auto": "auto", "none": "none", "required": "any"}
+
+
+def _anthropic(sdk: Any, base_url: str | None) -> tuple[Any, str]:
+    key = os.environ.get("ANTHROPIC_API_KEY", "unused")
+    client = sdk.Anthropic(api_key=key, base_url=base_url, max_retries=0)
+    return client, base_url or str(client.base_url)
+
+
+def _anthropic_open(client: Any, ask: _Ask, messages: list[dict[str, Any]]) -> Any:
+    tools = [
+        {"name": name, "description": said, "input_schema": schema}
+        for name, said, schema in _functions(ask)
+    ]
+    mode = _ANTHROPIC_MODES.get(ask.choice or "")
+    choice = {"type": mode} if mode else {"type": "tool", "name": ask.choice}
+    return client.messages.create(
+        model=ask.model,
+        max_tokens=ask.max_tokens or ANTHROPIC_MAX_TOKENS,
+        messages=messages,
+        stream=True,
+        **_given(
+            system=ask.system,
+            tools=tools or None,
+            tool_choice=None if ask.choice is None else choice,
+            temperature=ask.temperature,
+        ),
+    )
+
+
+_GEMINI_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
+
+
+def _gemini(sdk: Any, base_url: str | None) -> tuple[Any, str]:
+    key = os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY") or "unused"
+    options = sdk.types.HttpOptions(base_url=base_url) if base_url else None
+    client = sdk.Client(api_key=key, http_options=options)
+    return client, base_url or "https://generativelanguage.googleapis.com"
+
+
+def _gemini_messages(prompt: str, system: str | None) -> list[dict[str, Any]]:
+    return [{"role": "user", "parts": [{"text": prompt}]}]
+
+
+def _gemini_open(client: Any, ask: _Ask, messages: list[dict[str, Any]]) -> Any:
+    declared = [
+        {"name": name, "description": said, "parameters_json_schema": schema}
+        for name, said, schema in _functions(ask)
+    ]
+    mode = _GEMINI_MODES.get(ask.choice or "")
+    calling = {"mode": mode} if mode else {"mode": "ANY", "allowed_function_names": [ask.choice]}
+    config = _given(
+        system_instruction=ask.system,
+        tools=[{"function_declarations": declared}] if declared else None,
+        tool_config=None if ask.choice is None else {"function_calling_config": calling},
+        temperature=ask.temperature,
+        max_output_tokens=ask.max_tokens,
+    )
+    return client.models.generate_content_stream(
+        model=ask.model, contents=messages, config=config or None
+    )
+
+
+_BEDROCK_MODES = {"auto": "auto", "required": "any"}
+
+
+def _bedrock(sdk: Any, base_url: str | None) -> tuple[Any, str]:
+    session = sdk.session.Session()
+    credentials = session.get_credentials()
+    keys: dict[str, str] = {}
+    if base_url is None:
+        if session.region_name is None:
+            raise _UsageError("chat --wire bedrock: no AWS region: set AWS_REGION (or --base-url)")
+        if credentials is None:
+            raise _UsageError(
+                "chat --wire bedrock: no AWS credentials: set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
+            )
+    elif credentials is None:
+        # A local endpoint (a replay server) checks no signature, but boto3 signs every call.
+        keys = {"aws_access_key_id": "unused", "aws_secret_access_key": "unused"}
+    client = session.client(
+        "bedrock-runtime",
+        region_name=session.region_name or "us-east-1",
+        endpoint_url=base_url,
+        # One attempt a call: the agent loop retries, as --retries says.
+        config=sdk.session.Config(retries={"total_max_attempts": 1, "mode": "standard"}),
+        **keys,
+    )
+    return client, base_url or str(client.meta.endpoint_url)
+
+
+def _bedrock_messages(prompt: str, system: str | None) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": [{"text": prompt}]}]
+
+
+def _bedrock_open(client: Any, ask: _Ask, messages: list[dict[str, Any]]) -> Any:
+    specs = [
+        {"toolSpec": {"name": name, "description": said, "inputSchema": {"json": schema}}}
+        for name, said, schema in _functions(ask)
+    ]
+    mode = _BEDROCK_MODES.get(ask.choice or "")
+    choice = {mode: {}} if mode else {"tool": {"name": ask.choice}}
+    return client.converse_stream(
+        modelId=ask.model,
+        messages=messages,
+        **_given(
+            system=None if ask.system is None else [{"text": ask.system}],
+            toolConfig=(
+                _given(tools=specs, toolChoice=None if ask.choice is None else choice)
+                if specs
+                else None
+            ),
+            inferenceConfig=(_given(temperature=ask.temperature, maxTokens=ask.max_tokens) or None),
+        ),
+    )
+
+
+_OPENAI = ("openai", "openai", "openai", _MODES, _openai)
+# One entry per wire of the registry: how chat reaches it (the wire descriptor says how its
+# stream is read, not how a request is written).
+_CLIENTS: dict[str, _Client] = {
+    "chat": _Client(*_OPENAI, _chat_messages, _chat_open),
+    "responses": _Client(*_OPENAI, _user_says, _responses_open),
+    "anthropic": _Client(
+        "anthropic", "anthropic", "anthropic", _MODES, _anthropic, _user_says, _anthropic_open
+    ),
+    "gemini": _Client(
+        "google.genai", "google-genai", "gemini", _MODES, _gemini, _gemini_messages, _gemini_open
+    ),
+    "bedrock": _Client(
+        "boto3",
+        "boto3",
+        "bedrock",
+        tuple(_BEDROCK_MODES),
+        _bedrock,
+        _bedrock_messages,
+        _bedrock_open,
+    ),
+}
+
+
+def _client(wire: str) -> tuple[_Client, Any]:
+    """The wire's client entry and its SDK module; a usage error naming the extra if missing."""
+    client = _CLIENTS.get(wire)
+    if client is None:
+        raise _UsageError(f"chat --wire {wire}: the command has no client for this wire yet")
+    try:
+        sdk = importlib.import_module(client.sdk)
+    except ImportError:
+        raise _UsageError(
+            f"chat --wire {wire} needs the {client.package} SDK: "
+            f"pip install 'rxtoolcalls[{client.extra}]'"
+        ) from None
+    return client, sdk
+
+
+def _tool_choice(text: str | None, declared: list[dict[str, Any]], wire: str) -> str | None:
+    """``--tool-choice`` checked: a mode the wire has, or a declared tool's name."""
+    if text is None:
+        return None
+    modes = _CLIENTS[wire].modes if wire in _CLIENTS else _MODES
+    if text in _MODES:
+        if text not in modes:
+            raise _UsageError(
+                f"--tool-choice {text}: {wire} has no such mode "
+                f"({', '.join(modes)} or a declared tool's name)"
+            )
         return text
     names = [tool["function"]["name"] for tool in declared]
     if text not in names:
         known = ", ".join(names) or "no tools were given"
         raise _UsageError(f"--tool-choice {text}: not a mode or a declared tool ({known})")
-    return {"type": "function", "function": {"name": text}}
+    return text
+
+
+def _unreachable(error: BaseException, url: str) -> tuple[OSError, str] | None:
+    """The socket error under a request that reached no server, and what to check."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        found = pending.pop()
+        if found is None or id(found) in seen:
+            continue
+        seen.add(id(found))
+        if isinstance(found, ConnectionRefusedError):
+            return found, f"is a server listening at {url}?"
+        if isinstance(found, socket.gaierror):
+            return found, f"is the host name in {url} right?"
+        pending += [found.__cause__, found.__context__]
+    return None
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
 
 
 def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     declared, functions = _load_tools(args)
-    try:
-        import openai
-    except ImportError:
-        raise _UsageError("chat needs the openai SDK: pip install 'rxtoolcalls[openai]'") from None
+    choice = _tool_choice(args.tool_choice, declared, args.wire)
+    wire, sdk = _client(args.wire)
+    from ._agent_io import open_chunks, typed_failure
     from .agent import Conversation, ToolCallFinished, TurnRetried, agent_loop
 
-    # The SDK's overloads do not type a request built from a user's files; it is checked there.
-    client: Any = openai.OpenAI(
-        api_key=os.environ.get("OPENAI_API_KEY", "unused"), base_url=args.base_url, max_retries=0
-    )
+    client, url = wire.connect(sdk, args.base_url)
     policy, require = _policy(args)
     show = _show_progress(args, err)
-    choice = _tool_choice(args.tool_choice, declared)
-    options: dict[str, Any] = {}
-    if args.temperature is not None:
-        options["temperature"] = args.temperature
-    if args.max_tokens is not None:
-        options["max_tokens"] = args.max_tokens
-    first = [{"role": "system", "content": args.system}] if args.system is not None else []
+    ask = _Ask(args.model, declared, choice, args.temperature, args.max_tokens, args.system)
+    turns: dict[int, int] = {}
 
     def open_stream(messages: list[dict[str, Any]]) -> Any:
-        # Counted from the transcript: a retried turn keeps its number (and its capture).
-        turn = 1 + sum(1 for message in messages if message.get("role") == "assistant")
+        # A turn's transcript is longer than the last one's; a retry sends the same again,
+        # keeps its number and so its capture.
+        turn = turns.setdefault(len(messages), len(turns) + 1)
         # A forced choice holds for the first turn only: forced every turn, the model could
         # never answer, and the loop would end in TurnLimitError.
         forced = turn == 1 or choice in ("auto", "none")
-        stream = client.chat.completions.create(
-            model=args.model,
-            messages=messages,
-            stream=True,
-            **({"tools": declared} if declared else {}),
-            **({"tool_choice": choice} if choice is not None and forced else {}),
-            **options,
-        )
-        source = from_openai_stream(stream)
-        if args.record:
-            path = Path(args.record)
-            target = path if turn == 1 else path.with_suffix(f".turn{turn}.jsonl")
-            source = source.pipe(record(target))
-        return source
+        stream = wire.open(client, ask if forced else replace(ask, choice=None), messages)
+        if not args.record:
+            return stream
+        path = Path(args.record)
+        target = path if turn == 1 else path.with_suffix(f".turn{turn}.jsonl")
+        return open_chunks(stream, None).pipe(record(target))
 
     events: list[Any] = []
     errors: list[Exception] = []
@@ -753,7 +1121,7 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     subscription = agent_loop(
         open_stream,
         functions,
-        [*first, {"role": "user", "content": args.prompt}],
+        wire.messages(args.prompt, args.system),
         max_turns=args.max_turns,
         retries=args.retries,
         policy=policy,
@@ -767,7 +1135,17 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if errors:
         error = errors[0]
         if isinstance(error, ToolCallStreamError):
-            return _explain(error, err, "chat")
+            # A failure the loop retries came after its last retry: no advice to retry.
+            tries = 1 + args.retries if typed_failure(error)[1] else None
+            unreachable = _unreachable(error, url)
+            if unreachable is None or tries is None:
+                return _explain(error, err, "chat", tries=tries)
+            cause, check = unreachable
+            said = StreamInterruptedError(
+                f"cannot connect to {url} ({type(cause).__name__}: {cause.strerror or cause}; "
+                f"tried {_times(tries)})"
+            )
+            return _explain(said, err, "chat", hint=check)
         print(f"rxtoolcalls: {type(error).__name__}: {_one_line(str(error))}", file=err)
         return 1
     final = events[-1]
@@ -800,6 +1178,21 @@ def _number(kind: Callable[[str], Any], low: float) -> Callable[[str], Any]:
         return value
 
     return parse
+
+
+def _speed(text: str) -> float:
+    """``--speed``: a multiplier above 0 (0 would be a pace that never moves)."""
+    try:
+        speed = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if speed == 0:
+        raise argparse.ArgumentTypeError(
+            "0 would never play a chunk: for no pacing leave --speed out (or give --delay 0)"
+        )
+    if not speed > 0:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be above 0: {text!r}")
+    return speed
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -847,15 +1240,27 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("file", nargs="?", help="the capture: .jsonl, raw SSE (.sse or sniffed), -")
     capture_options(replay, "FILE")
     policy_options(replay)
-    replay.add_argument(
+    pacing = replay.add_mutually_exclusive_group()
+    pacing.add_argument(
         "--speed",
+        type=_speed,
+        metavar="TIMES",
+        help=f"play the chunks at TIMES the demo's pace, {DEMO_PACE * 1000:.0f} ms per chunk "
+        f"at 1: 2 is twice as fast ({DEMO_PACE * 500:.0f} ms), 0.5 half as fast "
+        f"({DEMO_PACE * 2000:.0f} ms), inf without a pause; above 0 (default: no pacing)",
+    )
+    pacing.add_argument(
+        "--delay",
         type=_number(float, 0),
-        default=0.0,
-        help=f"pace multiplier: {DEMO_PACE * 1000:.0f} ms per chunk at 1, 0 for no delay "
-        f"(default: %(default)s)",
+        metavar="SECONDS",
+        help="seconds between two chunks, 0 for none (default: 0, as fast as they are read)",
     )
     replay.add_argument(
-        "--json", action="store_true", help="the message only, no summary (default: off)"
+        "--json",
+        action="store_true",
+        help="no progress or summary on stderr, even on a terminal: the same as --no-progress "
+        "(stdout is the message as JSON either way; default: off, so both show when stderr "
+        "is a terminal)",
     )
     replay.add_argument(
         "--timeline",
@@ -939,25 +1344,44 @@ def _parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser(
         "chat",
-        help="run the agent loop against an OpenAI-compatible endpoint",
+        help="run the agent loop against an endpoint of any wire, through its SDK",
         description="Send PROMPT, run the tools the model calls, send their results back, "
-        "until the model answers without tools; print that answer. Needs the openai extra; "
-        "the key comes from OPENAI_API_KEY.",
+        "until the model answers without tools; print that answer. Each wire goes through its "
+        "own SDK, installed by an extra: chat and responses need openai (key: OPENAI_API_KEY), "
+        "anthropic needs anthropic (ANTHROPIC_API_KEY), gemini needs gemini (GEMINI_API_KEY "
+        "or GOOGLE_API_KEY), bedrock needs bedrock (boto3's AWS credentials and region; with "
+        "--base-url and none set, placeholders). Without a key, 'unused' is sent, as a local "
+        "server expects.",
     )
     chat.add_argument("prompt", help="the user message")
-    chat.add_argument("--base-url", required=True, help="the endpoint, e.g. http://host/v1")
+    chat.add_argument(
+        "--wire",
+        choices=names(),
+        default="chat",
+        help="the API to speak: chat (Chat Completions, and every OpenAI-compatible server), "
+        "responses (OpenAI Responses), anthropic (Messages), gemini (streamGenerateContent), "
+        "bedrock (ConverseStream) (default: %(default)s)",
+    )
+    chat.add_argument(
+        "--base-url",
+        help="the endpoint as the wire's SDK takes it: http://host/v1 for chat and "
+        "responses, http://host for anthropic and gemini, the endpoint_url for bedrock "
+        "(default: the SDK's own, its provider's API)",
+    )
     chat.add_argument("--model", required=True, help="the model name the endpoint expects")
     chat.add_argument("--system", help="a system message sent first (default: none)")
     chat.add_argument(
         "--tools",
-        help="a JSON file with the tools list, answered by echo stubs (default: none)",
+        help="a JSON file with the tools list in the Chat Completions shape (written in the "
+        "wire's own for the others), answered by echo stubs (default: none)",
     )
     chat.add_argument(
         "--python",
         action="append",
         metavar="MODULE:FUNCTION",
-        help="a Python function as a tool, imported from the current directory or the path; "
-        "repeatable (default: none)",
+        help="a Python function as a tool: MODULE:FUNCTION imports a module from the current "
+        "directory or sys.path, PATH.py:FUNCTION loads that file (a name with a / or ending "
+        "in .py is a file); repeatable (default: none)",
     )
     chat.add_argument(
         "--tool-choice",
@@ -974,7 +1398,8 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--max-tokens",
         type=_number(int, 1),
-        help="the most tokens the model may write per turn (default: the server's)",
+        help="the most tokens the model may write per turn (default: the server's; "
+        f"{ANTHROPIC_MAX_TOKENS} on anthropic, whose API requires one)",
     )
     chat.add_argument(
         "--max-turns",
@@ -1022,6 +1447,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             file=None,
             demo=True,
             speed=1.0,
+            delay=None,
             json=False,
             timeline=None,
             progress=args.progress,
