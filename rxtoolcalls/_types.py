@@ -6,7 +6,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
     from ._wire import WireSpec
@@ -22,12 +22,39 @@ __all__ = [
     "ToolCallProgress",
     "ToolCallStarted",
     "Wire",
+    "documented_state",
     "tool_content",
 ]
 
 Wire: TypeAlias = Literal["chat", "responses", "anthropic", "gemini", "bedrock"]
 """The streaming formats read: OpenAI Chat Completions, OpenAI Responses, Anthropic Messages,
 Google Gemini ``streamGenerateContent``, AWS Bedrock ``ConverseStream``."""
+
+
+_Value = TypeVar("_Value", bound="type[Any]")
+
+
+def documented_state(cls: _Value) -> _Value:
+    """``cls``, a frozen slotted dataclass, with a documented ``__getstate__``/``__setstate__``.
+
+    CPython gives such a class a pair with no docstring, so ``help()`` shows the comment above
+    their source instead. These pickle the same state: the fields' values, in order.
+    """
+    # typeshed reads object's __getstate__ as already bound (no self): the same function.
+    cls.__getstate__ = _getstate  # type: ignore[assignment]
+    cls.__setstate__ = _setstate
+    return cls
+
+
+def _getstate(self: Any) -> list[Any]:
+    """The field values in order, for pickle and copy: a slotted class has no ``__dict__``."""
+    return [getattr(self, f.name) for f in fields(self)]
+
+
+def _setstate(self: Any, state: list[Any]) -> None:
+    """Set the field values ``__getstate__`` gave; ``ValueError`` for a state of another length."""
+    for f, value in zip(fields(self), state, strict=True):
+        object.__setattr__(self, f.name, value)  # frozen: the class's own setattr refuses
 
 
 def _finite(value: object) -> object:
@@ -95,6 +122,7 @@ def _results(ids: list[str], results: Mapping[str, object] | Sequence[object]) -
     return list(results)
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One complete tool call whose ``arguments`` parsed as a JSON object.
@@ -124,6 +152,7 @@ class ToolCall:
         }
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class AssistantTurn:
     """One assembled assistant turn of one choice: prose, refusal, reasoning and tool calls.
@@ -223,6 +252,7 @@ class AssistantTurn:
         return [*turn, *self.tool_messages(results)]
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class ToolCallStarted:
     """Progress signal: call ``index`` of choice ``choice_index`` is named ``name``.
@@ -237,6 +267,7 @@ class ToolCallStarted:
     choice_index: int = 0
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class ToolCallProgress:
     """Arguments are arriving for a call: ``characters`` and ``fragments`` received so far.
@@ -261,6 +292,7 @@ class ToolCallProgress:
         return self._view()[: self.characters]
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class ToolCallCommitted:
     """The turn closed and validated: this call is complete and may be dispatched.
@@ -288,6 +320,7 @@ class ToolCallCommitted:
         return self.call.name
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class ToolCallBuffer:
     """A tool call whose argument fragments are joined but not yet parsed."""
@@ -309,6 +342,7 @@ class ToolCallBuffer:
     """Whether the arguments are JSON (``False``: free-form custom tool input)."""
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class CallItem:
     """A place in a turn's items that holds a call: rendered from the call once it is built."""
@@ -317,6 +351,7 @@ class CallItem:
     render: Callable[[ToolCall], dict[str, Any]] = field(compare=False)
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class ChoiceEnd:
     """Everything of one choice except its tool calls, as it stood when the source completed."""
@@ -334,6 +369,7 @@ class ChoiceEnd:
     """What the provider said about the finish (Gemini ``finishMessage``)."""
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class StreamEnd:
     """The last element before completion: per-choice ends (ordered by index) and usage."""

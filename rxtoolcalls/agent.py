@@ -56,6 +56,7 @@ from ._types import (
     AssistantTurn,
     ToolCall,
     ToolCallStarted,
+    documented_state,
     error_text,
     made_up_ids,
     tool_content,
@@ -91,6 +92,7 @@ class ToolExecutionError(ToolCallStreamError):
     """
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class TurnRetried:
     """Turn ``turn`` was interrupted (``error``) and is streamed again: attempt ``attempt``."""
@@ -100,6 +102,7 @@ class TurnRetried:
     error: ToolCallStreamError
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class TurnFinished:
     """Turn ``turn`` (1-based) assembled atomically; its calls are about to be dispatched.
@@ -112,6 +115,7 @@ class TurnFinished:
     assistant: AssistantTurn
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class ToolCallFinished:
     """A tool returned, or failed (``error``); ``content`` is its answer as text.
@@ -129,6 +133,7 @@ class ToolCallFinished:
     reused: bool = False
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class Conversation:
     """The last event: every message, starting with the ones given, and the final turn.
@@ -212,6 +217,7 @@ _LEDGER_LOCK = threading.Lock()
 _UNKNOWN = object()
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class _Settings:
     open_stream: Callable[[list[Any]], ChunkSource]
