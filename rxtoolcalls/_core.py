@@ -3,9 +3,8 @@
 A wire reader (``rxtoolcalls.wires``) maps its events onto these operations; ``close_choices``
 returns the assembled turns or raises one ``ToolCallStreamError``. What every wire shares:
 
-1. Call slots are keyed by (choice index, the wire's key): Chat Completions ``index``,
-   Responses ``output_index``, Anthropic content-block ``index``. Keys are opaque ints of at
-   most 64 bits; calls are ordered by key at the end.
+1. Call slots are keyed by (choice index, the wire's key: ``ToolCall.index`` names each
+   wire's). Keys are opaque ints of at most 64 bits; calls are ordered by key at the end.
 2. ``id``, ``type`` and ``name``: the first non-empty value is kept; ``""`` or null means
    absent; an identical repeat is a no-op (the wire reader refuses a different one).
 3. Argument pieces are strings, appended in arrival order and never parsed before the close.
@@ -14,8 +13,9 @@ returns the assembled turns or raises one ``ToolCallStreamError``. What every wi
    contradicts them is a ``MalformedChunkError`` (``Policy.final_arguments_win`` takes it).
 4. Limits (``Limits``) are checked before anything is stored: argument characters per call
    and per turn, calls, choices, text, identifiers.
-5. A wire that closes each call (Responses items, Anthropic blocks) marks it ``closed``; a
-   call still open at the end was cut off: ``TruncatedToolCallError``, whatever the finish.
+5. A wire that says where each call ends (an item done, a block stopped) marks it
+   ``closed``; a call still open at the end was cut off: ``TruncatedToolCallError``,
+   whatever the finish.
 6. The finish is classified once per choice (``_close.check_finish``), every buffer is parsed
    once (``_close.build_turns``), and everything is computed before anything is returned:
    all calls of all choices, or one error.

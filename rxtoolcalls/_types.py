@@ -128,8 +128,9 @@ class ToolCall:
     """One complete tool call whose ``arguments`` parsed as a JSON object.
 
     ``index`` is the wire's key (Chat ``index``, Responses ``output_index``, Anthropic block
-    ``index``, Gemini order of appearance); ``id`` is the id its answer quotes (Responses
-    ``call_id``, Anthropic ``toolu_…``, Gemini's own or a synthesized one). ``type`` is
+    ``index``, Gemini order of appearance, Bedrock ``contentBlockIndex``); ``id`` is the id its
+    answer quotes (Chat ``id``, Responses ``call_id``, Anthropic ``toolu_…``, Gemini's own or a
+    synthesized one, Bedrock ``toolUseId``). ``type`` is
     ``"function"`` for JSON arguments on every wire, ``"custom"`` for a Responses custom
     tool, whose free-form ``arguments`` are never parsed (its ``parsed_arguments`` is empty).
     ``item_id`` is the Responses item id (``fc_…``), kept for diagnostics and the round trip.
@@ -176,9 +177,9 @@ class AssistantTurn:
     wire: Wire = field(kw_only=True)
     """The format the turn was streamed in; ``to_message`` and ``tool_messages`` answer in it."""
     items: tuple[dict[str, Any], ...] = field(default=(), hash=False, repr=False)
-    """Responses output items, Anthropic content blocks or Gemini parts, in order: verbatim
-    (reasoning, signatures, server calls and their results), calls as assembled. Empty on
-    Chat."""
+    """Responses output items, Anthropic or Bedrock content blocks, or Gemini parts, in order:
+    verbatim (reasoning, signatures, server calls and their results), calls as assembled.
+    Empty on Chat."""
 
     def __post_init__(self) -> None:
         # Made by hand: the wire must be one the registry knows (readers make turns without

@@ -139,8 +139,8 @@ class Conversation:
     """The last event: every message, starting with the ones given, and the final turn.
 
     On the Responses wire the messages are the input items. A resumed turn's new answers
-    come right after the given ones (on Anthropic and Gemini, inside the last given message
-    when it holds the turn's other answers).
+    come right after the given ones (inside the last given message when it holds the turn's
+    other answers, on a wire that answers a turn in one message).
     """
 
     messages: tuple[Message, ...]
@@ -717,7 +717,7 @@ def agent_loop(
     - Resuming: ``messages`` that stop in a turn (its calls, then only answers to some of
       them) are finished first: the calls without answers run, the others come as
       ``reused`` with the answer given, the new answers go where the wire pairs them (after
-      the turn's answers, in the same Anthropic user message or Gemini content), and then
+      the turn's answers, in the same message on a wire that answers a turn in one), and then
       the loop streams. An answer counts for the turn it follows only: a call of a new turn
       runs even when an earlier one had its id (TGI numbers calls ``"0"``… in every turn).
       A turn the conversation went on after is left as it is (``repair_transcript``).

@@ -7,11 +7,11 @@ Element types along ``assemble()``::
           ─on_finish_reason()─▶ ToolCallBuffer | StreamEnd   (checked)
           ─atomic_batch()─▶ AssistantTurn                     (exactly one, or one error)
 
-A ``Chunk`` is one event of a stream, on any wire: a Chat Completions chunk, a Responses
-event or an Anthropic event, as a dict (parsed JSON) or the SDK's own object
-(``ChatCompletionChunk``, ``ResponseStreamEvent``, ``RawMessageStreamEvent``). Every operator
-detects the wire from the first event that shows it; ``wire=`` forces one. The notifications
-are the same on every wire.
+A ``Chunk`` is one event of a stream, on any wire (``Wire`` lists them), as a dict (parsed
+JSON) or the SDK's own object (openai's ``ChatCompletionChunk`` or ``ResponseStreamEvent``,
+anthropic's ``RawMessageStreamEvent``, google-genai's ``GenerateContentResponse``; boto3's are
+dicts). Every operator detects the wire from the first event that shows it; ``wire=`` forces
+one. The notifications are the same on every wire.
 """
 
 from __future__ import annotations
