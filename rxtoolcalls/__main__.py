@@ -15,6 +15,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -944,7 +945,9 @@ def _bedrock(sdk: Any, base_url: str | None) -> tuple[Any, str]:
     keys: dict[str, str] = {}
     if base_url is None:
         if session.region_name is None:
-            raise _UsageError("chat --wire bedrock: no AWS region: set AWS_REGION (or --base-url)")
+            raise _UsageError(
+                "chat --wire bedrock: no AWS region: set AWS_DEFAULT_REGION (or give --base-url)"
+            )
         if credentials is None:
             raise _UsageError(
                 "chat --wire bedrock: no AWS credentials: set AWS_ACCESS_KEY_ID and "
@@ -990,26 +993,53 @@ def _bedrock_open(client: Any, ask: _Ask, messages: list[dict[str, Any]]) -> Any
     )
 
 
-_OPENAI = ("openai", "openai", "openai", _MODES, _openai)
-# One entry per wire of the registry: how chat reaches it (the wire descriptor says how its
-# stream is read, not how a request is written).
+# One entry per wire of the registry: how chat writes a request for it. (How its stream is
+# read is the wire descriptor's: the agent loop opens each SDK's stream through it.)
 _CLIENTS: dict[str, _Client] = {
-    "chat": _Client(*_OPENAI, _chat_messages, _chat_open),
-    "responses": _Client(*_OPENAI, _user_says, _responses_open),
+    "chat": _Client(
+        sdk="openai",
+        package="openai",
+        extra="openai",
+        modes=_MODES,
+        connect=_openai,
+        messages=_chat_messages,
+        open=_chat_open,
+    ),
+    "responses": _Client(
+        sdk="openai",
+        package="openai",
+        extra="openai",
+        modes=_MODES,
+        connect=_openai,
+        messages=_user_says,
+        open=_responses_open,
+    ),
     "anthropic": _Client(
-        "anthropic", "anthropic", "anthropic", _MODES, _anthropic, _user_says, _anthropic_open
+        sdk="anthropic",
+        package="anthropic",
+        extra="anthropic",
+        modes=_MODES,
+        connect=_anthropic,
+        messages=_user_says,
+        open=_anthropic_open,
     ),
     "gemini": _Client(
-        "google.genai", "google-genai", "gemini", _MODES, _gemini, _gemini_messages, _gemini_open
+        sdk="google.genai",
+        package="google-genai",
+        extra="gemini",
+        modes=_MODES,
+        connect=_gemini,
+        messages=_gemini_messages,
+        open=_gemini_open,
     ),
     "bedrock": _Client(
-        "boto3",
-        "boto3",
-        "bedrock",
-        tuple(_BEDROCK_MODES),
-        _bedrock,
-        _bedrock_messages,
-        _bedrock_open,
+        sdk="boto3",
+        package="boto3",
+        extra="bedrock",
+        modes=tuple(_BEDROCK_MODES),
+        connect=_bedrock,
+        messages=_bedrock_messages,
+        open=_bedrock_open,
     ),
 }
 
@@ -1060,9 +1090,19 @@ def _unreachable(error: BaseException, url: str) -> tuple[OSError, str] | None:
         if isinstance(found, ConnectionRefusedError):
             return found, f"is a server listening at {url}?"
         if isinstance(found, socket.gaierror):
-            return found, f"is the host name in {url} right?"
+            return found, f"can this machine resolve the host of {url}?"
         pending += [found.__cause__, found.__context__]
     return None
+
+
+def _base_url(text: str | None) -> str | None:
+    """``--base-url`` checked: an http or https address (an SDK says less, later)."""
+    if text is None:
+        return None
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise _UsageError(f"--base-url {text}: expected an http:// or https:// address")
+    return text
 
 
 def _times(count: int) -> str:
@@ -1072,11 +1112,20 @@ def _times(count: int) -> str:
 def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     declared, functions = _load_tools(args)
     choice = _tool_choice(args.tool_choice, declared, args.wire)
-    wire, sdk = _client(args.wire)
+    entry, sdk = _client(args.wire)
     from ._agent_io import open_chunks, typed_failure
     from .agent import Conversation, ToolCallFinished, TurnRetried, agent_loop
 
-    client, url = wire.connect(sdk, args.base_url)
+    base_url = _base_url(args.base_url)
+    try:
+        client, url = entry.connect(sdk, base_url)
+    except _UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the SDK refused its settings: one line
+        raise _UsageError(
+            f"chat --wire {args.wire}: the {entry.package} SDK refused its settings: "
+            f"{type(exc).__name__}: {_one_line(str(exc))}"
+        ) from None
     policy, require = _policy(args)
     show = _show_progress(args, err)
     ask = _Ask(args.model, declared, choice, args.temperature, args.max_tokens, args.system)
@@ -1089,7 +1138,7 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         # A forced choice holds for the first turn only: forced every turn, the model could
         # never answer, and the loop would end in TurnLimitError.
         forced = turn == 1 or choice in ("auto", "none")
-        stream = wire.open(client, ask if forced else replace(ask, choice=None), messages)
+        stream = entry.open(client, ask if forced else replace(ask, choice=None), messages)
         if not args.record:
             return stream
         path = Path(args.record)
@@ -1121,7 +1170,7 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     subscription = agent_loop(
         open_stream,
         functions,
-        wire.messages(args.prompt, args.system),
+        entry.messages(args.prompt, args.system),
         max_turns=args.max_turns,
         retries=args.retries,
         policy=policy,

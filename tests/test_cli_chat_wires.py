@@ -118,3 +118,35 @@ def test_a_forced_tool_reaches_each_wire(wire: str, capsys: pytest.CaptureFixtur
     [request] = server.requests
     sent = json.dumps({k: v for k, v in request.items() if "tool" in k.lower() or k == "config"})
     assert sent.count('"dumps"') >= 2, request  # declared, and chosen
+
+
+@pytest.mark.parametrize("wire", names())
+def test_a_base_url_that_is_no_address_is_one_line(
+    wire: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["chat", "Hi?", "--wire", wire, "--base-url", "localhost:8765", "--model", "m"]
+    assert main(argv, out=io.StringIO()) == 2
+    assert capsys.readouterr().err == (
+        "rxtoolcalls: --base-url localhost:8765: expected an http:// or https:// address\n"
+    )
+
+
+@pytest.mark.usefixtures("aws")
+def test_bedrock_without_an_endpoint_needs_a_region_and_credentials(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("boto3")
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    argv = ["chat", "Hi?", "--wire", "bedrock", "--model", "m"]
+    assert main(argv, out=io.StringIO()) == 2
+    assert capsys.readouterr().err == (
+        "rxtoolcalls: chat --wire bedrock: no AWS region: set AWS_DEFAULT_REGION (or give "
+        "--base-url)\n"
+    )
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    assert main(argv, out=io.StringIO()) == 2
+    assert capsys.readouterr().err == (
+        "rxtoolcalls: chat --wire bedrock: no AWS credentials: set AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE\n"
+    )

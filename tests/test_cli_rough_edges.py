@@ -316,3 +316,12 @@ def test_export_names_an_anthropic_capture_with_an(capsys: pytest.CaptureFixture
     code, _, err = run(["export", path, "--to", "eventstream"], capsys)
     assert code == 2
     assert "an anthropic capture is framed as sse" in one_line(err)
+
+
+def test_a_host_that_does_not_resolve_asks_about_the_name() -> None:
+    error = RuntimeError("Connection error.")
+    error.__context__ = socket.gaierror(-2, "Name or service not known")
+    found = cli._unreachable(error, "http://nowhere.invalid/v1")
+    assert found is not None
+    assert found[1] == "can this machine resolve the host of http://nowhere.invalid/v1?"
+    assert cli._unreachable(RuntimeError("other"), "http://x") is None
