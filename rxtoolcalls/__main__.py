@@ -784,6 +784,10 @@ class _Client:
     """Its name on PyPI, as a message names it."""
     extra: str
     """The extra of rxtoolcalls that installs it."""
+    credentials: str
+    """Where the SDK's key comes from, as the help says it."""
+    address: str
+    """The form of ``--base-url`` the SDK takes, as the help says it."""
     modes: tuple[str, ...]
     """The ``tool_choice`` modes the wire's API has."""
     connect: Callable[[Any, str | None], tuple[Any, str]]
@@ -1000,6 +1004,8 @@ _CLIENTS: dict[str, _Client] = {
         sdk="openai",
         package="openai",
         extra="openai",
+        credentials="OPENAI_API_KEY",
+        address="http://host/v1",
         modes=_MODES,
         connect=_openai,
         messages=_chat_messages,
@@ -1009,6 +1015,8 @@ _CLIENTS: dict[str, _Client] = {
         sdk="openai",
         package="openai",
         extra="openai",
+        credentials="OPENAI_API_KEY",
+        address="http://host/v1",
         modes=_MODES,
         connect=_openai,
         messages=_user_says,
@@ -1018,6 +1026,8 @@ _CLIENTS: dict[str, _Client] = {
         sdk="anthropic",
         package="anthropic",
         extra="anthropic",
+        credentials="ANTHROPIC_API_KEY",
+        address="http://host",
         modes=_MODES,
         connect=_anthropic,
         messages=_user_says,
@@ -1027,6 +1037,8 @@ _CLIENTS: dict[str, _Client] = {
         sdk="google.genai",
         package="google-genai",
         extra="gemini",
+        credentials="GEMINI_API_KEY or GOOGLE_API_KEY",
+        address="http://host",
         modes=_MODES,
         connect=_gemini,
         messages=_gemini_messages,
@@ -1036,6 +1048,8 @@ _CLIENTS: dict[str, _Client] = {
         sdk="boto3",
         package="boto3",
         extra="bedrock",
+        credentials="boto3's AWS credentials and region; with --base-url and none, placeholders",
+        address="http://host, its endpoint_url",
         modes=tuple(_BEDROCK_MODES),
         connect=_bedrock,
         messages=_bedrock_messages,
@@ -1382,7 +1396,8 @@ def _parser() -> argparse.ArgumentParser:
         "--delay",
         type=_number(float, 0),
         default=0.03,
-        help="seconds between streamed chunks (default: %(default)s)",
+        metavar="SECONDS",
+        help="seconds between two streamed chunks, 0 for none (default: %(default)s)",
     )
     serve.add_argument(
         "--loop",
@@ -1396,29 +1411,35 @@ def _parser() -> argparse.ArgumentParser:
         help="run the agent loop against an endpoint of any wire, through its SDK",
         description="Send PROMPT, run the tools the model calls, send their results back, "
         "until the model answers without tools; print that answer. Each wire goes through its "
-        "own SDK, installed by an extra: chat and responses need openai (key: OPENAI_API_KEY), "
-        "anthropic needs anthropic (ANTHROPIC_API_KEY), gemini needs gemini (GEMINI_API_KEY "
-        "or GOOGLE_API_KEY), bedrock needs bedrock (boto3's AWS credentials and region; with "
-        "--base-url and none set, placeholders). Without a key, 'unused' is sent, as a local "
-        "server expects.",
+        "own SDK, installed by an extra: "
+        + "; ".join(
+            f"{name}: {client.package}, pip install 'rxtoolcalls[{client.extra}]' "
+            f"({client.credentials})"
+            for name, client in _CLIENTS.items()
+        )
+        + ". Without a key, 'unused' is sent, as a local server expects.",
     )
     chat.add_argument("prompt", help="the user message")
     chat.add_argument(
         "--wire",
         choices=names(),
         default="chat",
-        help="the API to speak: chat (Chat Completions, and every OpenAI-compatible server), "
-        "responses (OpenAI Responses), anthropic (Messages), gemini (streamGenerateContent), "
-        "bedrock (ConverseStream) (default: %(default)s)",
+        help="the API to speak: "
+        + ", ".join(f"{spec.name} ({spec.title})" for spec in WIRES)
+        + "; chat is also every OpenAI-compatible server's (default: %(default)s)",
     )
     chat.add_argument(
         "--base-url",
-        help="the endpoint as the wire's SDK takes it: http://host/v1 for chat and "
-        "responses, http://host for anthropic and gemini, the endpoint_url for bedrock "
-        "(default: the SDK's own, its provider's API)",
+        help="the endpoint as the wire's SDK takes it: "
+        + ", ".join(f"{name}: {client.address}" for name, client in _CLIENTS.items())
+        + " (default: the SDK's own, its provider's API)",
     )
     chat.add_argument("--model", required=True, help="the model name the endpoint expects")
-    chat.add_argument("--system", help="a system message sent first (default: none)")
+    chat.add_argument(
+        "--system",
+        help="the system prompt: a first message on chat, the request's own field on the "
+        "other wires (default: none)",
+    )
     chat.add_argument(
         "--tools",
         help="a JSON file with the tools list in the Chat Completions shape (written in the "
