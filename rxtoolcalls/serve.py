@@ -191,24 +191,27 @@ class ReplayServer:
     ``recordings`` holds one chunk list per request, answered in order; after the last, the
     last one is answered again, or with ``loop`` the first, and so on. ``reset()``, or a
     ``POST /reset`` request (no body needed), starts over: the next request gets the first
-    recording. Each is served at its wire's path (a request at another wire's
-    path gets a 400 that names the right one); one that shows no wire, at any. An empty
-    recording or a chunk that is not a dict is refused (``ValueError``). ``delay`` is the
-    seconds between two streamed chunks (default 0.0: as fast as the socket takes them;
-    ``serve --delay`` defaults to 0.03, to look like a model writing); ``delays`` maps a
-    request number to its own, so that one request can stall while others run at ``delay``.
-    ``cut`` maps a request number to a chunk count after which the stream is dropped without
-    its end, as a failing proxy would. Request numbers are 0-based, counted from the start or
-    the last reset; a reply that is not streamed is never delayed nor cut. ``requests`` keeps
-    every request body; ``disconnects`` counts streams the client closed before the end (seen
-    at once, even while pacing).
-    ``log``, if given, is called (by one thread at a time) with one line per request, before
-    its reply is sent, and one more for a request whose client leaves, or stops reading, before
-    the reply is complete; control characters in a line are written as ``\xHH``. A client's
-    misuse is never a traceback: a bad request gets a 4xx JSON error, and headers or a body
-    that stop coming get 408 after ``timeout`` seconds. ``base_url`` is for an OpenAI client,
-    ``root_url`` for an Anthropic or a google-genai one (``HttpOptions(base_url=...)``), and
-    for boto3 (``client("bedrock-runtime", endpoint_url=...)``).
+    recording. Each is served at its wire's path (a request at another wire's path gets a 400
+    that names the right one); one that shows no wire, at any. An empty recording or a chunk
+    that is not a dict is refused (``ValueError``).
+
+    ``delay`` is the seconds between two streamed chunks (default 0.0: as fast as the socket
+    takes them; ``serve --delay`` defaults to 0.03, to look like a model writing). ``delays``
+    maps a request number to its own delay, so that one request can stall while the others
+    run at ``delay``. ``cut`` maps a request number to a chunk count after which the stream is
+    dropped without its end, as a failing proxy would. Request numbers are 0-based, counted
+    from the start or the last reset; a reply that is not streamed is never delayed nor cut.
+
+    ``requests`` keeps the body of every request for a recording, across resets;
+    ``disconnects`` counts streams the client closed before the end (seen at once, even while
+    pacing). ``log``, if given, is called (by one thread at a time) with one line per
+    request, before its reply is sent, and one more for a request whose client leaves, or
+    stops reading, before the reply is complete; control characters in a line are written as
+    ``\xHH``. A client's misuse is never a traceback: a bad request gets a 4xx JSON error,
+    and headers or a body that stop coming get 408 after ``timeout`` seconds. ``base_url`` is
+    for an OpenAI client, ``root_url`` for an Anthropic or a google-genai one
+    (``HttpOptions(base_url=...)``), and for boto3 (``client("bedrock-runtime",
+    endpoint_url=...)``).
 
     >>> with ReplayServer([[{"choices": []}]]) as server:
     ...     server.base_url.startswith("http://127.0.0.1:")
@@ -242,7 +245,7 @@ class ReplayServer:
         self.cut = dict(cut or {})
         self.loop = loop
         self.requests: list[dict[str, Any]] = []
-        """Every request body, in arrival order (a reset keeps them)."""
+        """The body of every request for a recording, in arrival order, across resets."""
         self._answered = 0  # requests since the start or the last reset
         self.disconnects = 0
         self._lock = threading.Lock()
