@@ -13,7 +13,6 @@ version = release
 extensions = [
     "myst_nb",
     "sphinx.ext.autodoc",
-    "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
 ]
 
@@ -27,6 +26,15 @@ nb_execution_show_tb = True
 
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
+
+# Every reference must resolve, except to names outside this package (the build is offline, with
+# no inventories) and to private helpers that signatures mention.
+nitpicky = True
+nitpick_ignore_regex = [
+    ("py:class", r"(reactivex|collections|asyncio|os|typing|types|pathlib|concurrent)\..*"),
+    ("py:class", r"Observable|Call|T|CallItem|rxtoolcalls\.sources\.T"),
+    ("py:class", r"rxtoolcalls\.(.*\.)?_.*"),
+]
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"

@@ -87,7 +87,7 @@ def test_agent_examples_pass_mypy_strict(tmp_path: Path) -> None:
 
 def test_the_api_reference_names_every_public_name() -> None:
     reference = (DOCS / "api.md").read_text(encoding="utf-8")
-    documented = set(re.findall(r"```\{auto\w+\} rxtoolcalls\.(\w+)", reference))
+    documented = set(re.findall(r"^\.\. auto\w+:: rxtoolcalls\.(\w+)$", reference, re.M))
     assert set(rxtoolcalls.__all__) - {"__version__"} <= documented
     assert documented <= set(rxtoolcalls.__all__)
 

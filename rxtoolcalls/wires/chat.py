@@ -21,8 +21,10 @@ Rules (``ChatReader.feed``):
 9. The first non-empty ``finish_reason`` of a choice is kept (``""`` means null); a chunk's
    delta is applied before its finish_reason. It is the finish itself (no translation).
 10. ``usage``: the last non-null value is kept.
-11. A legacy ``function_call`` delta without ``tool_calls`` is a ``MalformedChunkError`` (not
-    supported yet); one mirroring ``tool_calls`` in the same delta is ignored.
+11. A legacy ``function_call`` delta without ``tool_calls`` is assembled into
+    ``turn.function_call`` (its fragments joined like a call's); one mirroring ``tool_calls`` in
+    the same delta is ignored, and ``tool_calls`` after legacy deltas are a
+    ``MalformedChunkError``.
 12. A Responses or Anthropic event (a ``type`` and no ``choices``) is a ``MalformedChunkError``:
     one stream speaks one wire.
 """
