@@ -723,7 +723,9 @@ def render_table() -> str:
 
 def test_the_manual_table_matches_the_tests() -> None:
     page = Path(__file__).parent.parent / "docs" / "compatibility.md"
-    assert render_table() in page.read_text(encoding="utf-8"), "regenerate with: python -m tests.test_quirks"
+    assert render_table() in page.read_text(encoding="utf-8"), (
+        "regenerate with: python -m tests.test_quirks"
+    )
 
 
 if __name__ == "__main__":
