@@ -22,6 +22,7 @@ from ._errors import (
     StreamInterruptedError,
     ToolCallStreamError,
     clip,
+    not_streamed,
     provider_error,
 )
 from ._lift import interrupted
@@ -232,7 +233,7 @@ def open_chunks(value: object, loop: asyncio.AbstractEventLoop | None) -> Observ
         return _from_awaitable(value, loop)
     if callable(getattr(value, "model_dump", None)):
         # A pydantic model is iterable (its fields), but a ChatCompletion is no stream.
-        raise _unusable(value, " (a whole response: pass stream=True)")
+        raise _unusable(value, f" ({not_streamed('it')})")
     if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Iterable):
         raise _unusable(value)
     return from_openai_stream(value)

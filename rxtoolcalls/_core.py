@@ -45,6 +45,7 @@ from ._errors import (
     ToolCallStreamError,
     UnknownToolError,
     excerpt,
+    not_streamed,
 )
 from ._paths import PathError, PathTree
 from ._policy import DEFAULT, Policy
@@ -61,7 +62,17 @@ from ._types import (
     new_started,
 )
 
-__all__ = ["Call", "Core", "TextBuffer", "as_dict", "attr", "event_dict", "extra", "get"]
+__all__ = [
+    "Call",
+    "Core",
+    "TextBuffer",
+    "as_dict",
+    "attr",
+    "event_dict",
+    "extra",
+    "get",
+    "whole_response",
+]
 
 
 _NO_EVENTS: tuple[ToolCallStarted, ...] = ()
@@ -372,6 +383,27 @@ def attr(obj: object, name: str, default: object = None) -> Any:
         raise MalformedChunkError(
             f"reading {name!r} of a {type(obj).__name__} raised {type(exc).__name__}"
         ) from exc
+
+
+# The ``object`` of openai's non-streamed ChatCompletion and Response; their streams' events
+# say ``chat.completion.chunk``, or have a ``type`` and no ``object``.
+_WHOLE_OBJECTS = frozenset({"chat.completion", "response"})
+
+
+def whole_response(value: object) -> bool:
+    """Whether ``value`` is what a call without ``stream=True`` returns, not a stream's event.
+
+    openai's ``ChatCompletion`` and ``Response``, anthropic's ``Message``, boto3's ``converse``
+    output: as the SDK's object or as a dict. No stream sends one as an event.
+    """
+    if value is None or isinstance(value, str | bytes | int | float | list | tuple):
+        return False
+    kind = get(value, "object")
+    if type(kind) is str and kind in _WHOLE_OBJECTS:
+        return True
+    if get(value, "type") == "message" and get(value, "role") is not None:
+        return True  # a stream's message_start holds one; none comes bare
+    return get(value, "output") is not None and get(value, "stopReason") is not None
 
 
 def as_object(value: object) -> dict[str, Any] | None:
@@ -1213,13 +1245,17 @@ class Core(_Calls):
 
     def after_end(self, kind: object, end: str) -> MalformedChunkError:
         """The error for an event after the wire's terminal event ``end``."""
-        return MalformedChunkError(f"a {excerpt(kind, 60)} event after {end}: the stream had ended")
+        return MalformedChunkError(
+            f"an event of type {excerpt(kind, 60)} after {end}: the stream had ended"
+        )
 
     def refuse_other_wire(self, event: object) -> None:
         """Raise ``MalformedChunkError`` when ``event`` is another wire's: one stream, one wire.
 
         An envelope (Bedrock's InvokeModel ``chunk``) is refused too: the events inside it are
-        read by the wire they belong to, which a detecting reader finds.
+        read by the wire they belong to, which a detecting reader finds. So are what no stream
+        sends, each with what to pass instead: a whole response (``whole_response``) and
+        LangChain's ``AIMessageChunk``.
         """
         from .wires import WIRES, detect  # the wires import this module
 
@@ -1238,6 +1274,18 @@ class Core(_Calls):
                         hint="leave wire unset: the events inside an envelope are read as the "
                         "wire they belong to",
                     )
+            if whole_response(event):
+                raise MalformedChunkError(not_streamed("this event"))
+            if get(event, "tool_call_chunks") is not None:
+                # LangChain's AIMessageChunk: its own fields, with no provider event in it.
+                raise MalformedChunkError(
+                    f"a LangChain AIMessageChunk is not a stream event: rxtoolcalls reads the "
+                    f"events of a provider's own stream ({', '.join(s.title for s in WIRES)}), "
+                    f"as dicts or its SDK's objects, and not LangChain's tool_call_chunks",
+                    hint="pass the provider's stream instead: its SDK's (client.chat."
+                    "completions.create(..., stream=True) and the like), or its raw HTTP body "
+                    "through from_sse",
+                )
 
     def foreign(self, data: Mapping[str, Any], what: str) -> MalformedChunkError:
         """The error for an event this wire does not know: another wire's, or an unknown one."""

@@ -21,6 +21,7 @@ __all__ = [
     "UnknownToolError",
     "clip",
     "excerpt",
+    "not_streamed",
     "provider_error",
     "retryable",
     "status_error",
@@ -60,6 +61,18 @@ def excerpt(value: object, width: int = 32) -> str:
 def clip(text: str, width: int = 200) -> str:
     """``text`` itself when short, else its first ``width`` characters and an ellipsis."""
     return text if len(text) <= width else text[:width] + "…"
+
+
+def not_streamed(what: str) -> str:
+    """``what`` (a non-streamed response) refused, with what to pass instead: one wording.
+
+    >>> not_streamed("it")
+    'it is a whole response, not a stream: pass stream=True, or on Bedrock call converse_stream'
+    """
+    return (
+        f"{what} is a whole response, not a stream: pass stream=True, or on Bedrock call "
+        f"converse_stream"
+    )
 
 
 class ToolCallStreamError(Exception):

@@ -21,8 +21,10 @@ from reactivex import Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable
 from reactivex.scheduler import CurrentThreadScheduler
 
+from ._core import whole_response
 from ._errors import (
     MalformedChunkError,
+    not_streamed,
 )
 from ._policy import Limits
 from ._sse import DONE, SSEDecoder, error_field_error, load_json
@@ -577,7 +579,8 @@ def from_openai_stream(stream: Any) -> Observable[Any]:
     (HTTP/1.x; on HTTP/2 the response is closed). An in-band error the SDK raises
     (``APIError``), and an error status a manager meets (``APIStatusError``), arrive as
     ``ProviderError`` with ``retryable``; a connection error as itself (``assemble()`` turns it
-    into ``StreamInterruptedError``). Each stream can be read once.
+    into ``StreamInterruptedError``). Each stream can be read once. A whole response (made
+    without ``stream=True``) is a ``TypeError`` at once.
     """
     return _sync_sdk(stream, _every)
 
@@ -590,7 +593,8 @@ def from_async_openai_stream(
     The async helpers' streams and managers (``client.responses.stream(...)``) work as in
     ``from_openai_stream``. Disposing cancels the pending read and closes the stream (its HTTP
     response); errors arrive as ``on_error`` (an in-band ``APIError`` as ``ProviderError``).
-    Use ``await from_async_openai_stream(s).pipe(assemble())`` inside the loop.
+    Use ``await from_async_openai_stream(s).pipe(assemble())`` inside the loop. A whole
+    response (made without ``stream=True``) is a ``TypeError`` at once.
     """
     return _async_sdk(stream, _every, loop)
 
@@ -797,8 +801,15 @@ def _is_manager(stream: object, enter: str, iterate: str) -> bool:
     return hasattr(stream, enter) and not hasattr(stream, iterate)
 
 
+def _refuse_whole(stream: object) -> None:
+    """``TypeError`` at once for a whole response given where its stream belongs."""
+    if whole_response(stream):
+        raise TypeError(not_streamed(f"the {type(stream).__name__} given"))
+
+
 def _sync_sdk(stream: Any, keep: Callable[[Any], bool]) -> Observable[Any]:
     """A sync SDK stream, or a manager entered per subscription, as an Observable."""
+    _refuse_whole(stream)
     if not _is_manager(stream, "__enter__", "__iter__"):
         return _sdk_source(_raw_stream(stream), stream, keep)
     manager = stream
@@ -819,6 +830,7 @@ def _async_sdk(
     stream: Any, keep: Callable[[Any], bool], loop: asyncio.AbstractEventLoop | None
 ) -> Observable[Any]:
     """An async SDK stream, or an async manager entered per subscription, as an Observable."""
+    _refuse_whole(stream)
     manager = stream if _is_manager(stream, "__aenter__", "__aiter__") else None
 
     async def events() -> AsyncIterator[Any]:
