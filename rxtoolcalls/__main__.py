@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
@@ -41,10 +41,11 @@ from ._errors import (
 from ._policy import DEFAULT, LENIENT, Policy
 from ._sse import DONE, SSEDecoder, chunk_from_event, error_field_error
 from ._types import AssistantTurn, ToolCallStarted
+from ._wire import MODES, Client, ClientSetupError, Request
 from .agent import ToolExecutionError, TurnLimitError
 from .operators import assemble, progress
 from .sources import read_jsonl, record
-from .wires import WIRES, names
+from .wires import WIRES, lookup, names
 
 __all__ = ["EXIT_CODES", "main"]
 
@@ -757,312 +758,9 @@ def _load_tools(
     return declared, functions
 
 
-_MODES = ("auto", "none", "required")
-
-
-@dataclass(frozen=True, slots=True)
-class _Ask:
-    """What ``chat`` asks each turn, in no wire's shape: each client writes it in its own."""
-
-    model: str
-    tools: list[dict[str, Any]]
-    """Declarations in the Chat Completions shape: ``{"type": "function", "function": …}``."""
-    choice: str | None
-    """``None`` (the server's), a mode of ``_MODES`` or a declared tool's name."""
-    temperature: float | None
-    max_tokens: int | None
-    system: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class _Client:
-    """How ``chat`` reaches one wire through its SDK."""
-
-    sdk: str
-    """The module to import."""
-    package: str
-    """Its name on PyPI, as a message names it."""
-    extra: str
-    """The extra of rxtoolcalls that installs it."""
-    credentials: str
-    """Where the SDK's key comes from, as the help says it."""
-    address: str
-    """The form of ``--base-url`` the SDK takes, as the help says it."""
-    modes: tuple[str, ...]
-    """The ``tool_choice`` modes the wire's API has."""
-    connect: Callable[[Any, str | None], tuple[Any, str]]
-    """A client of the SDK module for a base URL (``None``: the SDK's own), and its URL."""
-    messages: Callable[[str, str | None], list[dict[str, Any]]]
-    """The first messages, from the prompt and the system message (where it is a message)."""
-    open: Callable[[Any, _Ask, list[dict[str, Any]]], Any]
-    """The SDK's stream of one turn."""
-
-
-def _given(**values: Any) -> dict[str, Any]:
-    """The keyword arguments that were given: ``None`` leaves the SDK's default."""
-    return {key: value for key, value in values.items() if value is not None}
-
-
-def _functions(ask: _Ask) -> list[tuple[str, str, object]]:
-    """Each declared tool's name, description (its name if none) and parameters schema."""
-    found = []
-    for tool in ask.tools:
-        function = tool["function"]
-        name = function["name"]
-        schema = function.get("parameters") or {"type": "object"}
-        found.append((name, function.get("description") or name, schema))
-    return found
-
-
-def _openai(sdk: Any, base_url: str | None) -> tuple[Any, str]:
-    key = os.environ.get("OPENAI_API_KEY", "unused")
-    client = sdk.OpenAI(api_key=key, base_url=base_url, max_retries=0)
-    return client, base_url or str(client.base_url)
-
-
-def _chat_messages(prompt: str, system: str | None) -> list[dict[str, Any]]:
-    first = [{"role": "system", "content": system}] if system is not None else []
-    return [*first, {"role": "user", "content": prompt}]
-
-
-def _user_says(prompt: str, system: str | None) -> list[dict[str, Any]]:
-    """The prompt as a user message whose content is text (the system goes in the request)."""
-    return [{"role": "user", "content": prompt}]
-
-
-def _chat_open(client: Any, ask: _Ask, messages: list[dict[str, Any]]) -> Any:
-    named = {"type": "function", "function": {"name": ask.choice}}
-    return client.chat.completions.create(
-        model=ask.model,
-        messages=messages,
-        stream=True,
-        **_given(
-            tools=ask.tools or None,
-            tool_choice=ask.choice if ask.choice in (None, *_MODES) else named,
-            temperature=ask.temperature,
-            max_tokens=ask.max_tokens,
-        ),
-    )
-
-
-def _responses_open(client: Any, ask: _Ask, messages: list[dict[str, Any]]) -> Any:
-    tools = [
-        # Not strict, as on Chat: the Responses API would otherwise refuse a loose schema.
-        {
-            "type": "function",
-            "name": name,
-            "description": said,
-            "parameters": schema,
-            "strict": False,
-        }
-        for name, said, schema in _functions(ask)
-    ]
-    return client.responses.create(
-        model=ask.model,
-        input=messages,
-        stream=True,
-        **_given(
-            instructions=ask.system,
-            tools=tools or None,
-            tool_choice=(
-                ask.choice
-                if ask.choice in (None, *_MODES)
-                else {"type": "function", "name": ask.choice}
-            ),
-            temperature=ask.temperature,
-            max_output_tokens=ask.max_tokens,
-        ),
-    )
-
-
-ANTHROPIC_MAX_TOKENS = 4096
-"""``max_tokens`` on the Anthropic wire without ``--max-tokens``: its API requires one."""
-_ANTHROPIC_MODES = {"auto": "auto", "none": "none", "required": "any"}
-
-
-def _anthropic(sdk: Any, base_url: str | None) -> tuple[Any, str]:
-    key = os.environ.get("ANTHROPIC_API_KEY", "unused")
-    client = sdk.Anthropic(api_key=key, base_url=base_url, max_retries=0)
-    return client, base_url or str(client.base_url)
-
-
-def _anthropic_open(client: Any, ask: _Ask, messages: list[dict[str, Any]]) -> Any:
-    tools = [
-        {"name": name, "description": said, "input_schema": schema}
-        for name, said, schema in _functions(ask)
-    ]
-    mode = _ANTHROPIC_MODES.get(ask.choice or "")
-    choice = {"type": mode} if mode else {"type": "tool", "name": ask.choice}
-    return client.messages.create(
-        model=ask.model,
-        max_tokens=ask.max_tokens or ANTHROPIC_MAX_TOKENS,
-        messages=messages,
-        stream=True,
-        **_given(
-            system=ask.system,
-            tools=tools or None,
-            tool_choice=None if ask.choice is None else choice,
-            temperature=ask.temperature,
-        ),
-    )
-
-
-_GEMINI_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
-
-
-def _gemini(sdk: Any, base_url: str | None) -> tuple[Any, str]:
-    key = os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY") or "unused"
-    options = sdk.types.HttpOptions(base_url=base_url) if base_url else None
-    client = sdk.Client(api_key=key, http_options=options)
-    return client, base_url or "https://generativelanguage.googleapis.com"
-
-
-def _gemini_messages(prompt: str, system: str | None) -> list[dict[str, Any]]:
-    return [{"role": "user", "parts": [{"text": prompt}]}]
-
-
-def _gemini_open(client: Any, ask: _Ask, messages: list[dict[str, Any]]) -> Any:
-    declared = [
-        {"name": name, "description": said, "parameters_json_schema": schema}
-        for name, said, schema in _functions(ask)
-    ]
-    mode = _GEMINI_MODES.get(ask.choice or "")
-    calling = {"mode": mode} if mode else {"mode": "ANY", "allowed_function_names": [ask.choice]}
-    config = _given(
-        system_instruction=ask.system,
-        tools=[{"function_declarations": declared}] if declared else None,
-        tool_config=None if ask.choice is None else {"function_calling_config": calling},
-        temperature=ask.temperature,
-        max_output_tokens=ask.max_tokens,
-    )
-    return client.models.generate_content_stream(
-        model=ask.model, contents=messages, config=config or None
-    )
-
-
-_BEDROCK_MODES = {"auto": "auto", "required": "any"}
-
-
-def _bedrock(sdk: Any, base_url: str | None) -> tuple[Any, str]:
-    session = sdk.session.Session()
-    credentials = session.get_credentials()
-    keys: dict[str, str] = {}
-    if base_url is None:
-        if session.region_name is None:
-            raise _UsageError(
-                "chat --wire bedrock: no AWS region: set AWS_DEFAULT_REGION (or give --base-url)"
-            )
-        if credentials is None:
-            raise _UsageError(
-                "chat --wire bedrock: no AWS credentials: set AWS_ACCESS_KEY_ID and "
-                "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
-            )
-    elif credentials is None:
-        # A local endpoint (a replay server) checks no signature, but boto3 signs every call.
-        keys = {"aws_access_key_id": "unused", "aws_secret_access_key": "unused"}
-    client = session.client(
-        "bedrock-runtime",
-        region_name=session.region_name or "us-east-1",
-        endpoint_url=base_url,
-        # One attempt a call: the agent loop retries, as --retries says.
-        config=sdk.session.Config(retries={"total_max_attempts": 1, "mode": "standard"}),
-        **keys,
-    )
-    return client, base_url or str(client.meta.endpoint_url)
-
-
-def _bedrock_messages(prompt: str, system: str | None) -> list[dict[str, Any]]:
-    return [{"role": "user", "content": [{"text": prompt}]}]
-
-
-def _bedrock_open(client: Any, ask: _Ask, messages: list[dict[str, Any]]) -> Any:
-    specs = [
-        {"toolSpec": {"name": name, "description": said, "inputSchema": {"json": schema}}}
-        for name, said, schema in _functions(ask)
-    ]
-    mode = _BEDROCK_MODES.get(ask.choice or "")
-    choice = {mode: {}} if mode else {"tool": {"name": ask.choice}}
-    return client.converse_stream(
-        modelId=ask.model,
-        messages=messages,
-        **_given(
-            system=None if ask.system is None else [{"text": ask.system}],
-            toolConfig=(
-                _given(tools=specs, toolChoice=None if ask.choice is None else choice)
-                if specs
-                else None
-            ),
-            inferenceConfig=(_given(temperature=ask.temperature, maxTokens=ask.max_tokens) or None),
-        ),
-    )
-
-
-# One entry per wire of the registry: how chat writes a request for it. (How its stream is
-# read is the wire descriptor's: the agent loop opens each SDK's stream through it.)
-_CLIENTS: dict[str, _Client] = {
-    "chat": _Client(
-        sdk="openai",
-        package="openai",
-        extra="openai",
-        credentials="OPENAI_API_KEY",
-        address="http://host/v1",
-        modes=_MODES,
-        connect=_openai,
-        messages=_chat_messages,
-        open=_chat_open,
-    ),
-    "responses": _Client(
-        sdk="openai",
-        package="openai",
-        extra="openai",
-        credentials="OPENAI_API_KEY",
-        address="http://host/v1",
-        modes=_MODES,
-        connect=_openai,
-        messages=_user_says,
-        open=_responses_open,
-    ),
-    "anthropic": _Client(
-        sdk="anthropic",
-        package="anthropic",
-        extra="anthropic",
-        credentials="ANTHROPIC_API_KEY",
-        address="http://host",
-        modes=_MODES,
-        connect=_anthropic,
-        messages=_user_says,
-        open=_anthropic_open,
-    ),
-    "gemini": _Client(
-        sdk="google.genai",
-        package="google-genai",
-        extra="gemini",
-        credentials="GEMINI_API_KEY or GOOGLE_API_KEY",
-        address="http://host",
-        modes=_MODES,
-        connect=_gemini,
-        messages=_gemini_messages,
-        open=_gemini_open,
-    ),
-    "bedrock": _Client(
-        sdk="boto3",
-        package="boto3",
-        extra="bedrock",
-        credentials="boto3's AWS credentials and region; with --base-url and none, placeholders",
-        address="http://host, its endpoint_url",
-        modes=tuple(_BEDROCK_MODES),
-        connect=_bedrock,
-        messages=_bedrock_messages,
-        open=_bedrock_open,
-    ),
-}
-
-
-def _client(wire: str) -> tuple[_Client, Any]:
-    """The wire's client entry and its SDK module; a usage error naming the extra if missing."""
-    client = _CLIENTS.get(wire)
-    if client is None:
-        raise _UsageError(f"chat --wire {wire}: the command has no client for this wire yet")
+def _client(wire: str) -> tuple[Client, Any]:
+    """The wire's client and its SDK module; a usage error naming the extra if missing."""
+    client = lookup(wire).client
     try:
         sdk = importlib.import_module(client.sdk)
     except ImportError:
@@ -1077,8 +775,8 @@ def _tool_choice(text: str | None, declared: list[dict[str, Any]], wire: str) ->
     """``--tool-choice`` checked: a mode the wire has, or a declared tool's name."""
     if text is None:
         return None
-    modes = _CLIENTS[wire].modes if wire in _CLIENTS else _MODES
-    if text in _MODES:
+    modes = lookup(wire).client.modes
+    if text in MODES:
         if text not in modes:
             raise _UsageError(
                 f"--tool-choice {text}: {wire} has no such mode "
@@ -1133,8 +831,8 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     base_url = _base_url(args.base_url)
     try:
         client, url = entry.connect(sdk, base_url)
-    except _UsageError:
-        raise
+    except ClientSetupError as exc:
+        raise _UsageError(f"chat --wire {args.wire}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - the SDK refused its settings: one line
         raise _UsageError(
             f"chat --wire {args.wire}: the {entry.package} SDK refused its settings: "
@@ -1142,7 +840,7 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         ) from None
     policy, require = _policy(args)
     show = _show_progress(args, err)
-    ask = _Ask(args.model, declared, choice, args.temperature, args.max_tokens, args.system)
+    ask = Request(args.model, declared, choice, args.temperature, args.max_tokens, args.system)
     turns: dict[int, int] = {}
 
     def open_stream(messages: list[dict[str, Any]]) -> Any:
@@ -1415,7 +1113,7 @@ def _parser() -> argparse.ArgumentParser:
         + "; ".join(
             f"{name}: {client.package}, pip install 'rxtoolcalls[{client.extra}]' "
             f"({client.credentials})"
-            for name, client in _CLIENTS.items()
+            for name, client in ((spec.name, spec.client) for spec in WIRES)
         )
         + ". Without a key, 'unused' is sent, as a local server expects.",
     )
@@ -1431,7 +1129,7 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--base-url",
         help="the endpoint as the wire's SDK takes it: "
-        + ", ".join(f"{name}: {client.address}" for name, client in _CLIENTS.items())
+        + ", ".join(f"{spec.name}: {spec.client.address}" for spec in WIRES)
         + " (default: the SDK's own, its provider's API)",
     )
     chat.add_argument("--model", required=True, help="the model name the endpoint expects")
@@ -1469,7 +1167,12 @@ def _parser() -> argparse.ArgumentParser:
         "--max-tokens",
         type=_number(int, 1),
         help="the most tokens the model may write per turn (default: the server's; "
-        f"{ANTHROPIC_MAX_TOKENS} on anthropic, whose API requires one)",
+        + "; ".join(
+            f"{spec.client.max_tokens} on {spec.name}, whose API requires one"
+            for spec in WIRES
+            if spec.client.max_tokens is not None
+        )
+        + ")",
     )
     chat.add_argument(
         "--max-turns",

@@ -24,16 +24,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANCELLED",
+    "MODES",
     "Asked",
+    "Client",
+    "ClientSetupError",
     "Found",
     "Framing",
     "Messages",
+    "Request",
     "Route",
     "Transcript",
     "WireSpec",
     "answer_text",
     "appended",
+    "functions",
+    "given",
     "no_sdk_stream",
+    "prompt_as_text",
     "text_of",
 ]
 
@@ -120,6 +127,76 @@ class Route:
     Anthropic events)."""
 
 
+MODES = ("auto", "none", "required")
+"""The ``tool_choice`` modes, as Chat Completions names them; each client maps them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What a client asks each turn, in no wire's shape: each wire's client writes it in its own."""
+
+    model: str
+    tools: list[dict[str, Any]]
+    """Declarations in the Chat Completions shape: ``{"type": "function", "function": …}``."""
+    choice: str | None
+    """``None`` (the server's), a mode of ``MODES`` or a declared tool's name."""
+    temperature: float | None
+    max_tokens: int | None
+    system: str | None
+
+
+class ClientSetupError(Exception):
+    """A wire's SDK client cannot be made as asked; the message says what to set."""
+
+
+def given(**values: Any) -> dict[str, Any]:
+    """The keyword arguments that were given: ``None`` leaves the SDK's default."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def functions(request: Request) -> list[tuple[str, str, object]]:
+    """Each declared tool's name, description (its name if none) and parameters schema."""
+    found = []
+    for tool in request.tools:
+        function = tool["function"]
+        name = function["name"]
+        schema = function.get("parameters") or {"type": "object"}
+        found.append((name, function.get("description") or name, schema))
+    return found
+
+
+def prompt_as_text(prompt: str, system: str | None) -> list[dict[str, Any]]:
+    """``Client.messages`` for a wire whose system prompt is a field of the request."""
+    return [{"role": "user", "content": prompt}]
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """How to reach the wire through its SDK (the ``chat`` command's requests)."""
+
+    sdk: str
+    """The module to import."""
+    package: str
+    """Its name on PyPI, as a message names it."""
+    extra: str
+    """The extra of rxtoolcalls that installs it."""
+    credentials: str
+    """Where the SDK's key comes from, as the help says it."""
+    address: str
+    """The form of a base URL the SDK takes, as the help says it."""
+    modes: tuple[str, ...]
+    """The ``tool_choice`` modes of ``MODES`` the wire's API has."""
+    max_tokens: int | None
+    """``max_tokens`` sent when none is asked, where the API requires one; else ``None``."""
+    connect: Callable[[Any, str | None], tuple[Any, str]]
+    """A client of the SDK module for a base URL (``None``: the SDK's own), and its URL;
+    ``ClientSetupError`` when the settings it needs are missing."""
+    messages: Callable[[str, str | None], list[dict[str, Any]]]
+    """The first messages, from the prompt and the system message (where it is a message)."""
+    open: Callable[[Any, Request, list[dict[str, Any]]], Any]
+    """The SDK's stream of one turn."""
+
+
 @dataclass(frozen=True, slots=True)
 class WireSpec:
     """One wire: how to recognise it, read it, answer in it, serve it and pair its transcript."""
@@ -166,3 +243,4 @@ class WireSpec:
     tool_schemas: Callable[[Mapping[str, Any]], list[tuple[str, object]] | None]
     """The names and JSON schemas (or ``None``) a tool declaration of this wire's request
     declares; ``None`` when the declaration is not in this wire's shape."""
+    client: Client

@@ -231,3 +231,18 @@ def test_a_chat_stream_without_a_finish_gets_the_switch_advice() -> None:
     found = outcome([content("Hi")])
     assert isinstance(found, rt.StreamInterruptedError), found
     assert "require_finish_reason=False" in (found.hint or "")
+
+
+@pytest.mark.parametrize("wire", names())
+def test_every_wire_has_a_client_the_chat_command_can_install_and_ask(wire: str) -> None:
+    import tomllib
+    from pathlib import Path
+
+    from rxtoolcalls._wire import MODES
+
+    client = lookup(wire).client
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    extra = project["project"]["optional-dependencies"][client.extra]
+    assert any(requirement.startswith(client.package) for requirement in extra)
+    assert set(client.modes) <= set(MODES)
+    assert "auto" in client.modes

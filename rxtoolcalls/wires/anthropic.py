@@ -30,6 +30,7 @@ Rules (``AnthropicReader.feed``):
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +56,7 @@ from .._types import (
     ToolCallStarted,
     no_made_up_ids,
 )
-from .._wire import CANCELLED, Route, WireSpec
+from .._wire import CANCELLED, Client, Request, Route, WireSpec, functions, given, prompt_as_text
 from ..sources import _async_sdk, _is_manager, _sync_sdk
 
 __all__ = [
@@ -441,6 +442,38 @@ def _sdk_stream(value: object, loop: asyncio.AbstractEventLoop | None) -> Observ
     return None
 
 
+MAX_TOKENS = 4096
+"""``max_tokens`` sent when none is asked: the Messages API requires one."""
+_MODES = {"auto": "auto", "none": "none", "required": "any"}
+
+
+def _connect(sdk: Any, base_url: str | None) -> tuple[Any, str]:
+    key = os.environ.get("ANTHROPIC_API_KEY", "unused")
+    client = sdk.Anthropic(api_key=key, base_url=base_url, max_retries=0)
+    return client, base_url or str(client.base_url)
+
+
+def _open(client: Any, ask: Request, messages: list[dict[str, Any]]) -> Any:
+    tools = [
+        {"name": name, "description": said, "input_schema": schema}
+        for name, said, schema in functions(ask)
+    ]
+    mode = _MODES.get(ask.choice or "")
+    choice = {"type": mode} if mode else {"type": "tool", "name": ask.choice}
+    return client.messages.create(
+        model=ask.model,
+        max_tokens=ask.max_tokens or MAX_TOKENS,
+        messages=messages,
+        stream=True,
+        **given(
+            system=ask.system,
+            tools=tools or None,
+            tool_choice=None if ask.choice is None else choice,
+            temperature=ask.temperature,
+        ),
+    )
+
+
 WIRE = WireSpec(
     name="anthropic",
     title="Anthropic Messages",
@@ -473,6 +506,18 @@ WIRE = WireSpec(
     reply=_message,
     error_body=_error_body,
     tool_schemas=_tool_schemas,
+    client=Client(
+        sdk="anthropic",
+        package="anthropic",
+        extra="anthropic",
+        credentials="ANTHROPIC_API_KEY",
+        address="http://host",
+        modes=tuple(_MODES),
+        max_tokens=MAX_TOKENS,
+        connect=_connect,
+        messages=prompt_as_text,
+        open=_open,
+    ),
 )
 
 

@@ -106,7 +106,17 @@ from .._types import (
     json_data,
     no_made_up_ids,
 )
-from .._wire import CANCELLED, Framing, Route, WireSpec
+from .._wire import (
+    CANCELLED,
+    Client,
+    ClientSetupError,
+    Framing,
+    Request,
+    Route,
+    WireSpec,
+    functions,
+    given,
+)
 from ..sources import (
     _blocking_source,
     _close,
@@ -1260,6 +1270,61 @@ def _sdk_stream(value: object, loop: asyncio.AbstractEventLoop | None) -> Observ
     return from_bedrock_stream(found)
 
 
+_MODES = {"auto": "auto", "required": "any"}
+
+
+def _connect(sdk: Any, base_url: str | None) -> tuple[Any, str]:
+    session = sdk.session.Session()
+    credentials = session.get_credentials()
+    keys: dict[str, str] = {}
+    if base_url is None:
+        if session.region_name is None:
+            raise ClientSetupError("no AWS region: set AWS_DEFAULT_REGION (or give --base-url)")
+        if credentials is None:
+            raise ClientSetupError(
+                "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+                "AWS_PROFILE"
+            )
+    elif credentials is None:
+        # A local endpoint (a replay server) checks no signature, but boto3 signs every call.
+        keys = {"aws_access_key_id": "unused", "aws_secret_access_key": "unused"}
+    client = session.client(
+        "bedrock-runtime",
+        region_name=session.region_name or "us-east-1",
+        endpoint_url=base_url,
+        # One attempt a call: the agent loop retries, as --retries says.
+        config=sdk.session.Config(retries={"total_max_attempts": 1, "mode": "standard"}),
+        **keys,
+    )
+    return client, base_url or str(client.meta.endpoint_url)
+
+
+def _first_messages(prompt: str, system: str | None) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": [{"text": prompt}]}]
+
+
+def _open(client: Any, ask: Request, messages: list[dict[str, Any]]) -> Any:
+    specs = [
+        {"toolSpec": {"name": name, "description": said, "inputSchema": {"json": schema}}}
+        for name, said, schema in functions(ask)
+    ]
+    mode = _MODES.get(ask.choice or "")
+    choice = {mode: {}} if mode else {"tool": {"name": ask.choice}}
+    return client.converse_stream(
+        modelId=ask.model,
+        messages=messages,
+        **given(
+            system=None if ask.system is None else [{"text": ask.system}],
+            toolConfig=(
+                given(tools=specs, toolChoice=None if ask.choice is None else choice)
+                if specs
+                else None
+            ),
+            inferenceConfig=(given(temperature=ask.temperature, maxTokens=ask.max_tokens) or None),
+        ),
+    )
+
+
 WIRE = WireSpec(
     name="bedrock",
     title="AWS Bedrock Converse",
@@ -1295,4 +1360,16 @@ WIRE = WireSpec(
     reply=_converse,
     error_body=_error_body,
     tool_schemas=_tool_schemas,
+    client=Client(
+        sdk="boto3",
+        package="boto3",
+        extra="bedrock",
+        credentials="boto3's AWS credentials and region; with --base-url and none, placeholders",
+        address="http://host, its endpoint_url",
+        modes=tuple(_MODES),
+        max_tokens=None,
+        connect=_connect,
+        messages=_first_messages,
+        open=_open,
+    ),
 )

@@ -31,6 +31,7 @@ Rules (``ChatReader.feed``):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -62,14 +63,18 @@ from .._sse import SSE_DATA_DONE
 from .._types import AssistantTurn, ToolCallStarted, no_made_up_ids
 from .._wire import (
     CANCELLED,
+    MODES,
     Asked,
+    Client,
     Found,
     Messages,
+    Request,
     Route,
     Transcript,
     WireSpec,
     answer_text,
     appended,
+    given,
     no_sdk_stream,
 )
 
@@ -753,6 +758,33 @@ def function_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None
     return [(name, function.get("parameters"))]
 
 
+def connect_openai(sdk: Any, base_url: str | None) -> tuple[Any, str]:
+    """An ``openai.OpenAI`` client (key from ``OPENAI_API_KEY``), one attempt per request."""
+    key = os.environ.get("OPENAI_API_KEY", "unused")
+    client = sdk.OpenAI(api_key=key, base_url=base_url, max_retries=0)
+    return client, base_url or str(client.base_url)
+
+
+def _first_messages(prompt: str, system: str | None) -> list[dict[str, Any]]:
+    first = [{"role": "system", "content": system}] if system is not None else []
+    return [*first, {"role": "user", "content": prompt}]
+
+
+def _open(client: Any, ask: Request, messages: list[dict[str, Any]]) -> Any:
+    named = {"type": "function", "function": {"name": ask.choice}}
+    return client.chat.completions.create(
+        model=ask.model,
+        messages=messages,
+        stream=True,
+        **given(
+            tools=ask.tools or None,
+            tool_choice=ask.choice if ask.choice in (None, *MODES) else named,
+            temperature=ask.temperature,
+            max_tokens=ask.max_tokens,
+        ),
+    )
+
+
 WIRE = WireSpec(
     name="chat",
     title="OpenAI Chat Completions",
@@ -777,4 +809,16 @@ WIRE = WireSpec(
     reply=_completion,
     error_body=openai_error_body,
     tool_schemas=function_schemas,
+    client=Client(
+        sdk="openai",
+        package="openai",
+        extra="openai",
+        credentials="OPENAI_API_KEY",
+        address="http://host/v1",
+        modes=MODES,
+        max_tokens=None,
+        connect=connect_openai,
+        messages=_first_messages,
+        open=_open,
+    ),
 )

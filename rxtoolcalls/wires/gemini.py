@@ -103,12 +103,16 @@ from .._types import (
 from .._wire import (
     CANCELLED,
     Asked,
+    Client,
     Found,
     Messages,
+    Request,
     Route,
     Transcript,
     WireSpec,
     answer_text,
+    functions,
+    given,
     no_sdk_stream,
     text_of,
 )
@@ -1345,6 +1349,39 @@ def _tool_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None:
     return found
 
 
+_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
+
+
+def _connect(sdk: Any, base_url: str | None) -> tuple[Any, str]:
+    key = os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY") or "unused"
+    options = sdk.types.HttpOptions(base_url=base_url) if base_url else None
+    client = sdk.Client(api_key=key, http_options=options)
+    return client, base_url or "https://generativelanguage.googleapis.com"
+
+
+def _first_messages(prompt: str, system: str | None) -> list[dict[str, Any]]:
+    return [{"role": "user", "parts": [{"text": prompt}]}]
+
+
+def _open(client: Any, ask: Request, messages: list[dict[str, Any]]) -> Any:
+    declared = [
+        {"name": name, "description": said, "parameters_json_schema": schema}
+        for name, said, schema in functions(ask)
+    ]
+    mode = _MODES.get(ask.choice or "")
+    calling = {"mode": mode} if mode else {"mode": "ANY", "allowed_function_names": [ask.choice]}
+    config = given(
+        system_instruction=ask.system,
+        tools=[{"function_declarations": declared}] if declared else None,
+        tool_config=None if ask.choice is None else {"function_calling_config": calling},
+        temperature=ask.temperature,
+        max_output_tokens=ask.max_tokens,
+    )
+    return client.models.generate_content_stream(
+        model=ask.model, contents=messages, config=config or None
+    )
+
+
 WIRE = WireSpec(
     name="gemini",
     title="Google Gemini",
@@ -1372,6 +1409,18 @@ WIRE = WireSpec(
     reply=_generated,
     error_body=_error_body,
     tool_schemas=_tool_schemas,
+    client=Client(
+        sdk="google.genai",
+        package="google-genai",
+        extra="gemini",
+        credentials="GEMINI_API_KEY or GOOGLE_API_KEY",
+        address="http://host",
+        modes=tuple(_MODES),
+        max_tokens=None,
+        connect=_connect,
+        messages=_first_messages,
+        open=_open,
+    ),
 )
 
 

@@ -35,6 +35,7 @@ Rules (``ResponsesReader.feed``):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .._blocks import Block, Blocks
@@ -59,15 +60,20 @@ from .._types import (
 )
 from .._wire import (
     CANCELLED,
+    MODES,
     Asked,
     Found,
     Messages,
+    Request,
     Route,
     Transcript,
     WireSpec,
     answer_text,
     appended,
+    functions,
+    given,
     no_sdk_stream,
+    prompt_as_text,
     text_of,
 )
 from .chat import (
@@ -77,6 +83,7 @@ from .chat import (
     openai_error_body,
     openai_sdk_error,
 )
+from .chat import WIRE as CHAT
 
 __all__ = ["WIRE", "ResponsesReader", "identifies"]
 
@@ -699,6 +706,36 @@ def _tool_schemas(tool: Mapping[str, Any]) -> list[tuple[str, object]] | None:
     return function_schemas(tool)
 
 
+def _open(client: Any, ask: Request, messages: list[dict[str, Any]]) -> Any:
+    tools = [
+        # Not strict, as on Chat: the Responses API would otherwise refuse a loose schema.
+        {
+            "type": "function",
+            "name": name,
+            "description": said,
+            "parameters": schema,
+            "strict": False,
+        }
+        for name, said, schema in functions(ask)
+    ]
+    return client.responses.create(
+        model=ask.model,
+        input=messages,
+        stream=True,
+        **given(
+            instructions=ask.system,
+            tools=tools or None,
+            tool_choice=(
+                ask.choice
+                if ask.choice in (None, *MODES)
+                else {"type": "function", "name": ask.choice}
+            ),
+            temperature=ask.temperature,
+            max_output_tokens=ask.max_tokens,
+        ),
+    )
+
+
 WIRE = WireSpec(
     name="responses",
     title="OpenAI Responses",
@@ -727,4 +764,5 @@ WIRE = WireSpec(
     reply=_response,
     error_body=openai_error_body,
     tool_schemas=_tool_schemas,
+    client=replace(CHAT.client, messages=prompt_as_text, open=_open),
 )
