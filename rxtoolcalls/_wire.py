@@ -105,8 +105,11 @@ class Framing:
     name: str
     """``"sse"`` or ``"eventstream"`` (``export --to``)."""
     media_type: str
+    """The ``Content-Type`` of a stream in this framing."""
     frame: Callable[[Mapping[str, Any]], bytes]
+    """One event as the bytes that carry it."""
     end: bytes
+    """What ends a stream (``data: [DONE]`` on Chat), or ``b""``."""
     read: Callable[[bytes], list[dict[str, Any]] | None] | None
     """The events of a whole raw body in a binary framing (the CLI reads such a file as a
     capture), ``None`` for a body that is not in it; ``None`` for a text framing (read as
@@ -122,6 +125,7 @@ class Route:
     streams: bool | None
     """Whether the path streams; ``None``: the request's ``"stream": true`` decides."""
     framing: Framing
+    """How the path frames its events."""
     serves: str | None = None
     """The wire of the recordings it serves, when another one (Bedrock's InvokeModel carries
     Anthropic events)."""
@@ -202,6 +206,7 @@ class WireSpec:
     """One wire: how to recognise it, read it, answer in it, serve it and pair its transcript."""
 
     name: Wire
+    """The name ``wire=`` takes and ``turn.wire`` shows."""
     title: str
     """The wire as people name it ("OpenAI Chat Completions")."""
     identifies: Callable[[object], bool]
@@ -211,16 +216,19 @@ class WireSpec:
     ``chunk``), or ``None``; this wire's own error event among the envelopes raises its
     ``ProviderError``."""
     reader: type[Core]
+    """The reader class: the wire's rules, fed one event at a time."""
     terminal: bool
     """Whether the wire always ends with a terminal event (Chat's finish may never come)."""
     pause_reasons: frozenset[str]
     """Finish reasons that ask for the turn to be sent back as is (``needs_continuation``)."""
     to_message: Callable[[AssistantTurn, str | None], Any]
+    """``turn.to_message()``: the turn as the wire's API takes it back."""
     tool_messages: Callable[[AssistantTurn, list[object], list[str]], list[dict[str, Any]]]
     """The answers, from each call's result and its text (an exception: its message)."""
     made_up_ids: Callable[[AssistantTurn], frozenset[str]]
     """The ids of the turn's calls that the model never sent (the reader made them up)."""
     transcript: Transcript
+    """How the wire's transcript pairs calls with answers."""
     retryable: frozenset[str]
     """Error types or codes of the wire's provider that a retry can help."""
     final: frozenset[str]
@@ -236,6 +244,7 @@ class WireSpec:
     path: str
     """The server's main path, as logs and messages show it."""
     routes: tuple[Route, ...]
+    """The paths the replay server answers for the wire; the first is the main one."""
     reply: Callable[[tuple[AssistantTurn, ...], Sequence[Mapping[str, Any]]], dict[str, Any]]
     """The non-streaming answer a recording (and its turns) stands for."""
     error_body: Callable[[int, str, str, object], Any]
@@ -244,3 +253,4 @@ class WireSpec:
     """The names and JSON schemas (or ``None``) a tool declaration of this wire's request
     declares; ``None`` when the declaration is not in this wire's shape."""
     client: Client
+    """How the ``chat`` command reaches the wire through its SDK."""
