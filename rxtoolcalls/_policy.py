@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias
 
+from ._types import documented_state
+
 __all__ = ["DEFAULT", "LENIENT", "Limits", "Policy", "PolicyName", "named_policy"]
 
 
@@ -36,6 +38,7 @@ def check_schema(name: str, schema: Mapping[str, Any]) -> None:
         ) from exc
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Ceilings against hostile or runaway output; exceeding one is a ``LimitExceededError``.
@@ -51,9 +54,9 @@ class Limits:
       the signatures streamed with them;
     - ``max_kept``: what the turn keeps verbatim for its ``items``, as JSON characters, the
       turn together: Responses items other than calls (a final item replaces what its index
-      held), Anthropic blocks other than tool calls and their citations, Gemini parts other
-      than text and calls, and the signatures and other keys kept with those (a call is
-      bounded by ``max_calls`` and the argument limits);
+      held), Anthropic and Bedrock blocks other than tool calls and their citations, Gemini
+      parts other than text and calls, and the signatures and other keys kept with those (a
+      call is bounded by ``max_calls`` and the argument limits); Chat keeps none;
     - ``max_identifier``: one id, name (joined fragments included), type or finish_reason;
     - ``max_event``: one server-sent event, and one line of the event stream (``from_sse``).
     """
@@ -69,6 +72,7 @@ class Limits:
     max_choices: int = 128
 
 
+@documented_state
 @dataclass(frozen=True, slots=True)
 class Policy:
     """What to accept, repair or refuse. The default refuses every ambiguous deviation.

@@ -306,10 +306,9 @@ class Assembler:
     >>> a.close().content
     'Hi'
 
-    ``feed(event)`` applies one event (a Chat chunk, a Responses or an Anthropic event, a
-    Gemini response, as a dict or an SDK object) and returns a ``ToolCallStarted`` for every
-    call it named. The wire is detected from the first event that identifies it, or forced
-    with ``wire=``.
+    ``feed(event)`` applies one event of any wire ``Wire`` names, as a dict or an SDK object,
+    and returns a ``ToolCallStarted`` for every call it named. The wire is detected from the
+    first event that identifies it, or forced with ``wire=``.
     Cost: O(1) per fragment, one copy and one ``json.loads`` per call at ``close``.
     """
 

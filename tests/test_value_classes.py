@@ -7,7 +7,6 @@ import dataclasses
 import inspect
 import pickle
 import pydoc
-from typing import Any
 
 import pytest
 
@@ -16,19 +15,9 @@ import rxtoolcalls as rt
 PUBLIC_CLASSES = sorted(
     name for name in rt.__all__ if inspect.isclass(getattr(rt, name)) and name != "Chunk"
 )
-# Their module (_policy.py) was outside this change: one decorator line each fixes them.
-AWAITING = {"Limits", "Policy"}
 
 
-def marked(names: list[str]) -> list[Any]:
-    reason = "documented_state is not yet applied in _policy.py"
-    return [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=reason)) if n in AWAITING else n
-        for n in names
-    ]
-
-
-@pytest.mark.parametrize("name", marked(PUBLIC_CLASSES))
+@pytest.mark.parametrize("name", PUBLIC_CLASSES)
 def test_help_shows_no_cpython_internal_comment(name: str) -> None:
     assert "_dataclass_getstate" not in pydoc.render_doc(getattr(rt, name))
 
@@ -89,7 +78,7 @@ def test_pickle_and_copy_round_trip(name: str) -> None:
         setattr(value, first, None)
 
 
-@pytest.mark.parametrize("name", marked(VALUE_CLASSES))
+@pytest.mark.parametrize("name", VALUE_CLASSES)
 def test_a_state_of_the_wrong_length_is_refused(name: str) -> None:
     value = samples()[name]
     blank = object.__new__(type(value))

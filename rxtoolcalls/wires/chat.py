@@ -6,7 +6,8 @@ Rules (``ChatReader.feed``):
    SDK's ``ChatCompletionChunk``); nested parts may mix both. Unknown fields are ignored.
 2. A chunk with a top-level ``error`` (or ``"object": "error"``) is a ``ProviderError``.
 3. ``choices`` may be missing, empty or null (filter annotations, the usage-only last chunk);
-   ``delta`` may be null. A missing choice ``index`` means choice 0.
+   ``delta`` may be null. A missing choice ``index`` means choice 0. A choice with a
+   ``message`` and no ``delta`` is a whole ``ChatCompletion``: refused (``not_streamed``).
 4. Every delta field is read in the same pass: ``content``, ``refusal`` and
    ``reasoning_content``/``reasoning`` are appended per choice; null pieces are skipped.
 5. Tool-call state is keyed on (choice index, tool-call ``index``). Indices are opaque ints
@@ -56,6 +57,7 @@ from .._errors import (
     MalformedChunkError,
     ProviderError,
     excerpt,
+    not_streamed,
     provider_error,
     status_error,
 )
@@ -300,8 +302,8 @@ class _Deltas(_Fragments):
                 self.refuse_other_wire(chunk)
                 if type(chunk.get("type")) is str:
                     raise MalformedChunkError(
-                        f"a {excerpt(chunk['type'], 60)} event in a Chat Completions stream: "
-                        f"one stream speaks one wire"
+                        f"an event of type {excerpt(chunk['type'], 60)} in a Chat Completions "
+                        f"stream: one stream speaks one wire"
                     )
             usage = chunk.get("usage")
         else:
@@ -314,8 +316,8 @@ class _Deltas(_Fragments):
                 self.refuse_other_wire(chunk)
                 if type(kind := attr(chunk, "type")) is str:
                     raise MalformedChunkError(
-                        f"a {excerpt(kind, 60)} event in a Chat Completions stream: one stream "
-                        f"speaks one wire"
+                        f"an event of type {excerpt(kind, 60)} in a Chat Completions stream: "
+                        f"one stream speaks one wire"
                     )
             usage = attr(chunk, "usage")
         if usage is not None:
@@ -356,6 +358,8 @@ class _Deltas(_Fragments):
                         events = named
                     else:
                         events.extend(named)
+            elif get(choice, "message") is not None:
+                raise MalformedChunkError(not_streamed("this chunk"), choice_index=ci)
             if finish:
                 if type(finish) is not str:
                     raise MalformedChunkError(
