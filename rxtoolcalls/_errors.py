@@ -116,7 +116,12 @@ class MultipleChoicesError(ToolCallStreamError):
 
 
 class StreamInterruptedError(ToolCallStreamError):
-    """The source failed (original kept as ``__cause__``) or ended without a finish_reason."""
+    """The stream did not end as its wire ends a turn.
+
+    The source failed (the original kept as ``__cause__``), ended without a finish reason or
+    without the wire's terminal event, held no choice at all, or a binary body was cut inside
+    a frame. Sending the request again may help.
+    """
 
 
 @functools.cache
@@ -195,11 +200,18 @@ class ProviderError(StreamInterruptedError):
 
 
 class TruncatedToolCallError(ToolCallStreamError):
-    """A tool call was cut off: ``finish_reason="length"``, or arguments ending mid-value."""
+    """A tool call was cut off; it is never repaired.
+
+    The token limit was hit during a call, its arguments end mid-value, or the stream never
+    closed it.
+    """
 
 
 class ContentFilteredError(ToolCallStreamError):
-    """The provider stopped the turn with ``finish_reason="content_filter"``.
+    """The provider refused the turn.
+
+    Chat's ``content_filter``, Anthropic's ``refusal``, Gemini's ``SAFETY``, Bedrock's
+    ``guardrail_intervened`` and the like (each wire's page in the manual lists its reasons).
 
     ``content`` holds the text that came before (a guardrail may mask rather than block it),
     for a caller that wants to show it; no call of the turn is ever emitted.
@@ -209,10 +221,12 @@ class ContentFilteredError(ToolCallStreamError):
 
 
 class InvalidArgumentsError(ToolCallStreamError):
-    """A closed argument buffer is not exactly one complete JSON object.
+    """A call's arguments are not one complete JSON object, or do not match its tool's schema.
 
-    Or the provider refused the model's call: ``provider_message`` then holds what it said
-    (Gemini ``finishMessage``, which quotes the call, so it is never in the message text).
+    The schema is checked with ``Policy.with_tools``. Or the provider refused the model's call
+    as malformed (Gemini ``MALFORMED_FUNCTION_CALL``, Bedrock ``malformed_tool_use``):
+    ``provider_message`` then holds what it said (Gemini's ``finishMessage`` quotes the call,
+    so it is never in the message text).
     """
 
     provider_message: str | None = None
