@@ -210,8 +210,9 @@ class TruncatedToolCallError(ToolCallStreamError):
 class ContentFilteredError(ToolCallStreamError):
     """The provider refused the turn.
 
-    Chat's ``content_filter``, Anthropic's ``refusal``, Gemini's ``SAFETY``, Bedrock's
-    ``guardrail_intervened`` and the like (each wire's page in the manual lists its reasons).
+    Chat's ``content_filter``, an incomplete Responses turn for ``content_filter``, Anthropic's
+    ``refusal``, Gemini's ``SAFETY``, Bedrock's ``guardrail_intervened`` and the like (each
+    wire's page in the manual lists its reasons).
 
     ``content`` holds the text that came before (a guardrail may mask rather than block it),
     for a caller that wants to show it; no call of the turn is ever emitted.
