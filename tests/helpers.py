@@ -22,6 +22,11 @@ FIXTURES = Path(__file__).parent / "fixtures" / "streams"
 Chunk = dict[str, Any]
 
 
+def extra(name: str) -> str:
+    """Why a test skips without the ``name`` extra: its name and how to install it."""
+    return f"needs the {name} extra: pip install 'rxtoolcalls[{name}]'"
+
+
 def fixture_names() -> list[str]:
     return sorted(p.name.removesuffix(".jsonl") for p in FIXTURES.glob("*.jsonl"))
 

