@@ -22,9 +22,9 @@ import rxtoolcalls as rt
 from rxtoolcalls.agent import final_conversation
 from rxtoolcalls.serve import ReplayServer
 from rxtoolcalls.sources import from_async_iterable
-from tests.helpers import Script, answer, call_open, content, open_sockets, tool_turn
+from tests.helpers import Script, answer, call_open, content, extra, open_sockets, tool_turn
 
-openai = pytest.importorskip("openai")
+openai = pytest.importorskip("openai", reason=extra("openai"))
 
 USER = [{"role": "user", "content": "pay the bill"}]
 

@@ -13,7 +13,7 @@ from reactivex import operators as ops
 
 import rxtoolcalls as rt
 from rxtoolcalls.wires import names
-from tests.helpers import Script
+from tests.helpers import Script, extra
 from tests.wire_builders import (
     PING,
     a_end,
@@ -218,7 +218,7 @@ def test_responses_calls_answered_in_the_given_input_are_not_run_again() -> None
 
 
 def test_responses_sdk_events_run_the_loop() -> None:
-    pytest.importorskip("openai")
+    pytest.importorskip("openai", reason=extra("openai"))
     from openai._models import construct_type
     from openai.types.responses import ResponseStreamEvent
 
@@ -459,7 +459,7 @@ def test_anthropic_dispose_on_turn_finished_starts_no_tool(sent: str) -> None:
 
 
 def test_anthropic_sdk_events_run_the_loop() -> None:
-    anthropic = pytest.importorskip("anthropic")
+    anthropic = pytest.importorskip("anthropic", reason=extra("anthropic"))
     from anthropic._models import construct_type
 
     def typed(events: list[dict[str, Any]]) -> list[Any]:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import rxtoolcalls as rt
+from tests.helpers import extra
 from tests.test_agent_wires import a_answer, a_turn, r_answer, r_turn
 from tests.wire_builders import a_piece, a_start, a_tool_open
 
@@ -24,7 +25,7 @@ class Provider:
 
     def __init__(self, http: str, *streams: list[dict[str, Any]]) -> None:
         # openai's client is built on httpx, anthropic's on its fork httpx2.
-        self.httpx: Any = pytest.importorskip(http)
+        self.httpx: Any = pytest.importorskip(http, reason=extra("test"))
         self.streams = list(streams)
         self.bodies: list[dict[str, Any]] = []
 
@@ -42,7 +43,7 @@ class Provider:
 
 
 def test_openai_responses_client_runs_the_loop() -> None:
-    openai = pytest.importorskip("openai")
+    openai = pytest.importorskip("openai", reason=extra("openai"))
     provider = Provider(
         "httpx", r_turn((0, "call_w", "weather", '{"city": "Oslo"}')), r_answer("Cold.")
     )
@@ -71,7 +72,7 @@ def test_openai_responses_client_runs_the_loop() -> None:
 
 
 def test_anthropic_client_runs_the_loop_and_marks_errors() -> None:
-    anthropic = pytest.importorskip("anthropic")
+    anthropic = pytest.importorskip("anthropic", reason=extra("anthropic"))
     provider = Provider(
         "httpx2",
         a_turn((1, "toolu_w", "weather", '{"city": "Oslo"}'), text="Checking."),
@@ -111,7 +112,7 @@ def test_anthropic_client_runs_the_loop_and_marks_errors() -> None:
 
 @pytest.mark.parametrize("kind", ["overloaded_error", "invalid_request_error"])
 def test_anthropic_client_error_event_is_typed_by_its_code(kind: str) -> None:
-    anthropic = pytest.importorskip("anthropic")
+    anthropic = pytest.importorskip("anthropic", reason=extra("anthropic"))
     failing = [
         a_start(),
         a_tool_open(0, "toolu_a", "f"),
@@ -154,8 +155,8 @@ def test_anthropic_client_error_event_is_typed_by_its_code(kind: str) -> None:
 
 
 def test_async_clients_run_the_loop_on_the_running_loop() -> None:
-    anthropic = pytest.importorskip("anthropic")
-    openai = pytest.importorskip("openai")
+    anthropic = pytest.importorskip("anthropic", reason=extra("anthropic"))
+    openai = pytest.importorskip("openai", reason=extra("openai"))
     a_provider = Provider(
         "httpx2", a_turn((0, "toolu_w", "weather", '{"city": "Oslo"}')), a_answer()
     )
@@ -204,7 +205,7 @@ def test_async_clients_run_the_loop_on_the_running_loop() -> None:
 
 
 def test_the_anthropic_manager_itself_runs_the_loop_and_is_entered_on_each_retry() -> None:
-    anthropic = pytest.importorskip("anthropic")
+    anthropic = pytest.importorskip("anthropic", reason=extra("anthropic"))
     cut = [a_start(), a_tool_open(0, "toolu_a", "f"), a_piece(0, '{"a"')]
     provider = Provider("httpx2", cut, a_turn((0, "toolu_a", "f", '{"a": 1}')), a_answer())
     client = anthropic.Anthropic(

@@ -46,6 +46,7 @@ from tests.bedrock_helpers import (
     load,
     stream_of,
 )
+from tests.helpers import extra
 
 pytestmark = pytest.mark.usefixtures("aws")
 
@@ -377,7 +378,7 @@ def test_a_tool_the_request_did_not_declare_is_unknown() -> None:
 
 
 def test_arguments_against_a_declared_schema_are_invalid() -> None:
-    pytest.importorskip("jsonschema")
+    pytest.importorskip("jsonschema", reason=extra("schema"))
     numbered = [
         {
             "toolSpec": {

@@ -40,7 +40,7 @@ from tests.bedrock_helpers import (
     stream_of,
     visible,
 )
-from tests.helpers import open_sockets, settle
+from tests.helpers import extra, open_sockets, settle
 
 pytestmark = pytest.mark.usefixtures("aws")
 
@@ -227,7 +227,7 @@ def test_invoke_model_stream_gives_boto3_the_anthropic_events(serve: Any, kind: 
 
 
 def test_chunk_envelopes_at_the_anthropic_path_are_sent_as_their_events(serve: Any) -> None:
-    anthropic = pytest.importorskip("anthropic")
+    anthropic = pytest.importorskip("anthropic", reason=extra("anthropic"))
     served = serve([load(INVOKE)])
     claude = anthropic.Anthropic(base_url=served.server.root_url, api_key="x", max_retries=0)
     stream = claude.messages.create(model="m", max_tokens=9, messages=[], stream=True)

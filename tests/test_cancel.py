@@ -27,11 +27,11 @@ from reactivex.scheduler import NewThreadScheduler, ThreadPoolScheduler
 import rxtoolcalls as rt
 from rxtoolcalls.serve import ReplayServer
 from rxtoolcalls.wires import lookup, names
-from tests.helpers import load_fixture
+from tests.helpers import extra, load_fixture
 from tests.wire_builders import case, source_of
 
-openai = pytest.importorskip("openai")
-httpx = pytest.importorskip("httpx")
+openai = pytest.importorskip("openai", reason=extra("openai"))
+httpx = pytest.importorskip("httpx", reason=extra("test"))
 
 BOUND = 5.0  # seconds; a fixed close takes milliseconds (measured: under 0.01 s)
 SETTLE = 0.2  # seconds to let the reader block in recv: the silence a timeout exists for

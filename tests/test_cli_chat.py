@@ -15,7 +15,7 @@ from rxtoolcalls.__main__ import main
 from rxtoolcalls.serve import ReplayServer
 from tests.helpers import load_fixture
 
-pytest.importorskip("openai")
+pytest.importorskip("openai", reason="needs the openai extra: pip install 'rxtoolcalls[openai]'")
 
 ANSWER = [{"choices": [{"index": 0, "delta": {"content": "All good."}, "finish_reason": "stop"}]}]
 

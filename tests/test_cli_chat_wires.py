@@ -135,7 +135,9 @@ def test_a_base_url_that_is_no_address_is_one_line(
 def test_bedrock_without_an_endpoint_needs_a_region_and_credentials(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("boto3")
+    pytest.importorskip(
+        "boto3", reason="needs the bedrock extra: pip install 'rxtoolcalls[bedrock]'"
+    )
     for name in ("AWS_DEFAULT_REGION", "AWS_REGION"):
         monkeypatch.delenv(name, raising=False)
     argv = ["chat", "Hi?", "--wire", "bedrock", "--model", "m"]

@@ -105,13 +105,13 @@ def test_serve_on_a_port_in_use(tmp_path: Path) -> None:
 
 
 def test_timeline_in_a_missing_directory(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="needs the viz extra: pip install 'rxtoolcalls[viz]'")
     done = run_cli("replay", PARALLEL, "--timeline", "no/such/dir/t.png", cwd=tmp_path)
     assert "no directory no/such/dir" in one_line(done, 2)
 
 
 def test_timeline_in_an_unknown_format(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="needs the viz extra: pip install 'rxtoolcalls[viz]'")
     done = run_cli("replay", PARALLEL, "--timeline", "t.xyz", cwd=tmp_path)
     assert "unknown picture format 'xyz'" in one_line(done, 2)
     assert not (tmp_path / "t.xyz").exists()

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rxtoolcalls.__main__ import EXIT_CODES, INTERRUPTED, USAGE, main
-from tests.helpers import FIXTURES, call_open, fixture_names, load_fixture
+from tests.helpers import FIXTURES, call_open, extra, fixture_names, load_fixture
 from tests.test_sse import sse_bytes
 
 DOCUMENTED = {0, USAGE, INTERRUPTED, *(code for _, code in EXIT_CODES)}
@@ -101,7 +101,7 @@ def test_the_real_process_on_cut_captures(tmp_path: Path) -> None:
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(damaged_captures(), st.text(max_size=12))
 def test_the_timeline_of_any_capture_ends_documented(capture: tuple[bytes, str], name: str) -> None:
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason=extra("viz"))
     data, suffix = capture
     named = json.dumps(call_open(0, "call_1", name or "f", "{}")).encode() + b"\n"
     with tempfile.TemporaryDirectory() as folder:

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from rxtoolcalls.serve import ReplayServer
+from tests.helpers import extra
 from tests.test_cli_errors import one_line, run_cli
 
-pytest.importorskip("openai")
+pytest.importorskip("openai", reason=extra("openai"))
 
 ROOT = Path(__file__).parent.parent
 

@@ -19,7 +19,7 @@ import pytest
 import rxtoolcalls.__main__ as cli
 from rxtoolcalls.__main__ import main
 from rxtoolcalls.serve import ReplayServer, _a
-from tests.helpers import FIXTURES
+from tests.helpers import FIXTURES, extra
 from tests.test_cli_help import _commands
 from tests.wire_builders import case
 
@@ -54,7 +54,7 @@ def _closed_port() -> int:
 def test_chat_against_nothing_names_the_url_and_gives_one_hint(
     retries: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("openai")
+    pytest.importorskip("openai", reason=extra("openai"))
     url = f"http://127.0.0.1:{_closed_port()}/v1"
     argv = ["chat", "Hi?", "--base-url", url, "--model", "m", "--retries", retries]
     code, out, err = run(argv, capsys)
@@ -71,7 +71,7 @@ def test_chat_against_nothing_names_the_url_and_gives_one_hint(
 def test_chat_spent_retries_say_so_instead_of_advising_a_retry(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    pytest.importorskip("openai")
+    pytest.importorskip("openai", reason=extra("openai"))
     answer = case("chat").turn(["All good."])
     with ReplayServer([answer], cut={0: 0, 1: 0}) as server:
         argv = ["chat", "Hi?", "--base-url", server.base_url, "--model", "m", "--retries", "1"]
@@ -156,7 +156,7 @@ def test_following_a_hint_never_leads_back_to_the_same_error(
 def test_python_tool_from_a_file_path_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("openai")
+    pytest.importorskip("openai", reason=extra("openai"))
     tools = tmp_path / "my tools.py"
     tools.write_text('def lookup(term):\n    """Look a term up."""\n    return term.upper()\n')
     asked = case("chat").turn(calls=[("call_1", "lookup", ['{"term": ', '"oslo"}'])])

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rxtoolcalls.__main__ import main
-from tests.helpers import choice, finish, run_assemble
+from tests.helpers import choice, extra, finish, run_assemble
 
 CHUNKS: list[dict[str, Any]] = [
     choice({"role": "assistant", "content": "half \ud83d of a pair"}),
@@ -86,7 +86,7 @@ def test_export_writes_them_as_escapes(tmp_path: Path) -> None:
 
 
 def test_the_timeline_draws_them_as_escapes(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason=extra("viz"))
     picture = tmp_path / "t.png"
     argv = ["replay", str(_capture(tmp_path)), "--json", "--timeline", str(picture)]
     assert main(argv, out=io.StringIO()) == 0

@@ -14,6 +14,7 @@ import reactivex
 
 import rxtoolcalls as rt
 from rxtoolcalls.__main__ import EXIT_CODES, main
+from tests.helpers import extra
 from tests.wire_builders import (
     WIRE_FIXTURES,
     load_wire,
@@ -146,8 +147,8 @@ def test_read_jsonl_unwraps_recorded_events_only() -> None:
 
 
 def test_serve_answers_each_wire_at_its_path(tmp_path: Path) -> None:
-    anthropic = pytest.importorskip("anthropic")
-    openai = pytest.importorskip("openai")
+    anthropic = pytest.importorskip("anthropic", reason=extra("anthropic"))
+    openai = pytest.importorskip("openai", reason=extra("openai"))
     files = [
         WIRE_FIXTURES / "anthropic" / "openllmetry__text_then_parallel_tool_use.jsonl",
         WIRE_FIXTURES / "responses" / "pydantic-ai__single_call_get_capital.jsonl",
@@ -181,7 +182,7 @@ def test_serve_answers_each_wire_at_its_path(tmp_path: Path) -> None:
 
 
 def test_serve_answers_the_google_genai_client() -> None:
-    genai = pytest.importorskip("google.genai")
+    genai = pytest.importorskip("google.genai", reason=extra("gemini"))
     from google.genai import types
 
     name = "vercel-ai__partial_args_parallel_and_no_args"

@@ -19,13 +19,14 @@ import rxtoolcalls as rt
 from rxtoolcalls import _sse
 from rxtoolcalls._errors import MalformedChunkError
 from rxtoolcalls._sse import load_json, load_json_stdlib
+from tests.helpers import extra
 
 
 @pytest.fixture(params=["scanner", "msgspec"])
 def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Which fast path ``load_json`` takes in the test."""
     if request.param == "msgspec":
-        pytest.importorskip("msgspec")
+        pytest.importorskip("msgspec", reason=extra("fast"))
         assert _sse._fast_decode is not None
     else:
         monkeypatch.setattr(_sse, "_fast_decode", None)
@@ -77,7 +78,7 @@ def _types(value: Any) -> Any:
 
 
 def test_the_fast_extra_is_in_use_when_installed() -> None:
-    pytest.importorskip("msgspec")
+    pytest.importorskip("msgspec", reason=extra("fast"))
     assert _sse.FAST_JSON == "msgspec"
 
 

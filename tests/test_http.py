@@ -14,9 +14,9 @@ from reactivex import operators as ops
 
 import rxtoolcalls as rt
 from rxtoolcalls.serve import ReplayServer
-from tests.helpers import load_fixture
+from tests.helpers import extra, load_fixture
 
-openai = pytest.importorskip("openai")
+openai = pytest.importorskip("openai", reason=extra("openai"))
 
 PARALLEL = load_fixture("openai__parallel_tool_calls")
 

@@ -16,7 +16,7 @@ import pytest
 import rxtoolcalls as rt
 from rxtoolcalls.__main__ import EXIT_CODES, main
 from rxtoolcalls.serve import ReplayServer
-from tests.helpers import FIXTURES, load_fixture, run_assemble
+from tests.helpers import FIXTURES, extra, load_fixture, run_assemble
 from tests.test_sse import sse_bytes
 
 PARALLEL = str(FIXTURES / "openai__parallel_tool_calls.jsonl")
@@ -90,7 +90,7 @@ def test_replay_raw_sse_from_a_file_and_stdin(
 
 
 def test_timeline_picture(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason=extra("viz"))
     picture = tmp_path / "timeline.png"
     assert main(["replay", PARALLEL, "--json", "--timeline", str(picture)], out=io.StringIO()) == 0
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -134,7 +134,7 @@ def test_serve_replays_over_http() -> None:
 
 
 def test_chat_runs_the_agent_loop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("openai")
+    pytest.importorskip("openai", reason=extra("openai"))
     module = tmp_path / "weather_tools.py"
     module.write_text(
         textwrap.dedent(

@@ -22,7 +22,7 @@ from reactivex.subject import Subject
 
 import rxtoolcalls as rt
 from rxtoolcalls.serve import ReplayServer
-from tests.helpers import fixture_names, load_fixture, settle
+from tests.helpers import extra, fixture_names, load_fixture, settle
 from tests.test_sdk_wires import (
     BOUND,
     dispose_after_first,
@@ -33,8 +33,8 @@ from tests.test_sdk_wires import (
 )
 from tests.wire_builders import load_wire, load_wire_lines, sse_bytes, wire_fixture_names
 
-openai = pytest.importorskip("openai")
-httpx2 = pytest.importorskip("httpx2")
+openai = pytest.importorskip("openai", reason=extra("openai"))
+httpx2 = pytest.importorskip("httpx2", reason=extra("openai"))
 
 from httpx2 import SyncByteStream  # noqa: E402
 

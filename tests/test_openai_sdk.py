@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-openai = pytest.importorskip("openai")
-httpx2 = pytest.importorskip("httpx2")
+from tests.helpers import extra
+
+openai = pytest.importorskip("openai", reason=extra("openai"))
+httpx2 = pytest.importorskip("httpx2", reason=extra("openai"))
 
 from openai.lib.streaming.chat import ChatCompletionStreamState  # noqa: E402
 from openai.types.chat import ChatCompletionChunk  # noqa: E402

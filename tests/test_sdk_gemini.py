@@ -18,7 +18,7 @@ from reactivex import operators as ops
 
 import rxtoolcalls as rt
 from rxtoolcalls.serve import ReplayServer
-from tests.helpers import settle
+from tests.helpers import extra, settle
 from tests.test_sdk_wires import (
     dispose_after_first,
     needs_proc,
@@ -27,7 +27,7 @@ from tests.test_sdk_wires import (
 )
 from tests.wire_builders import load_wire, wire_fixture_names
 
-genai = pytest.importorskip("google.genai")
+genai = pytest.importorskip("google.genai", reason=extra("gemini"))
 from google.genai import types  # noqa: E402 - after the skip
 
 GEMINI = wire_fixture_names("gemini")
@@ -212,7 +212,7 @@ def test_what_is_not_a_gemini_stream_is_a_type_error_at_once() -> None:
 
 
 def test_gemini_recordings_are_served_only_at_the_gemini_path() -> None:
-    httpx = pytest.importorskip("httpx")
+    httpx = pytest.importorskip("httpx", reason=extra("test"))
     events = load_wire("gemini", GEMINI[0])
     with ReplayServer([events]) as server:
         wrong = httpx.post(f"{server.base_url}/chat/completions", json={"stream": True})

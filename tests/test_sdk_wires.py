@@ -22,7 +22,7 @@ from reactivex.scheduler import NewThreadScheduler
 
 import rxtoolcalls as rt
 from rxtoolcalls.serve import ReplayServer
-from tests.helpers import load_fixture, open_sockets, settle
+from tests.helpers import extra, load_fixture, open_sockets, settle
 from tests.wire_builders import (
     a_end,
     a_piece,
@@ -34,12 +34,12 @@ from tests.wire_builders import (
     wire_fixture_names,
 )
 
-openai = pytest.importorskip("openai")
-anthropic = pytest.importorskip("anthropic")
-httpx2 = pytest.importorskip("httpx2")
+openai = pytest.importorskip("openai", reason=extra("openai"))
+anthropic = pytest.importorskip("anthropic", reason=extra("anthropic"))
+httpx2 = pytest.importorskip("httpx2", reason=extra("openai"))
 # Imported here, not inside a test: the SDKs close abandoned generators whenever the garbage
 # collector runs, and one running during httpx's own import fails on the half-made module.
-httpx = pytest.importorskip("httpx")
+httpx = pytest.importorskip("httpx", reason=extra("test"))
 
 BOUND = 5.0  # seconds; a freed connection is seen in milliseconds
 RESPONSES = wire_fixture_names("responses")

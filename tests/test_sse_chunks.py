@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import rxtoolcalls as rt
 from rxtoolcalls import _sse
 from rxtoolcalls._sse import DONE, ServerSentEvent, SSEDecoder, chunk_from_event
+from tests.helpers import extra
 from tests.test_fast_json import EDGES, JSON
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -30,7 +31,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Which JSON parser the decoder uses in the test."""
     if request.param == "msgspec":
-        pytest.importorskip("msgspec")
+        pytest.importorskip("msgspec", reason=extra("fast"))
     else:
         monkeypatch.setattr(_sse, "_fast_decode", None)
     if request.param == "json.loads":

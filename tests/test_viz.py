@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from rxtoolcalls.viz import Trace, draw, trace
-from tests.helpers import call_open, content, finish, load_fixture
+from tests.helpers import call_open, content, extra, finish, load_fixture
 
-pytest.importorskip("matplotlib")
+pytest.importorskip("matplotlib", reason=extra("viz"))
 
 
 @pytest.fixture(autouse=True)

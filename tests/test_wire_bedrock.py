@@ -35,7 +35,7 @@ from rxtoolcalls.wires.bedrock import (
     identifies,
     unwrap_chunk,
 )
-from tests.helpers import NotADict, open_sockets, settle
+from tests.helpers import NotADict, extra, open_sockets, settle
 from tests.wire_builders import B_START as START
 from tests.wire_builders import B_USAGE as USAGE
 from tests.wire_builders import (
@@ -1208,7 +1208,7 @@ def test_async_stream_unwraps_chunks_and_closes() -> None:
 
 
 def test_async_stream_event_stream_error_is_a_provider_error() -> None:
-    exceptions = pytest.importorskip("botocore.exceptions")
+    exceptions = pytest.importorskip("botocore.exceptions", reason=extra("bedrock"))
     failure = exceptions.EventStreamError(
         {"Error": {"Code": "validationException", "Message": "bad input"}}, "ConverseStream"
     )

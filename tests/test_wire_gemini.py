@@ -17,6 +17,7 @@ from reactivex import operators as ops
 
 import rxtoolcalls as rt
 from rxtoolcalls._sse import DONE, SSEDecoder, chunk_from_event
+from tests.helpers import extra
 from tests.wire_builders import (
     G_CLOSE,
     g_arg,
@@ -767,7 +768,7 @@ def _sdk(event: dict[str, Any]) -> Any:
 
 @pytest.mark.parametrize("name", GEMINI)
 def test_google_genai_objects_assemble_like_dicts(name: str) -> None:
-    pytest.importorskip("google.genai")
+    pytest.importorskip("google.genai", reason=extra("gemini"))
     events = load_wire("gemini", name)
     objects = [_sdk(event) for event in events]
     from_objects = turn_of(objects)
@@ -780,7 +781,7 @@ def test_google_genai_objects_assemble_like_dicts(name: str) -> None:
 
 
 def test_sdk_signatures_go_back_in_the_wires_own_base64() -> None:
-    pytest.importorskip("google.genai")
+    pytest.importorskip("google.genai", reason=extra("gemini"))
     events = load_wire("gemini", "vercel-ai__partial_args_nested_paths")
     sent = signature(events, 0)
     assert "+" in sent or "/" in sent  # the URL-safe alphabet would differ
@@ -936,7 +937,7 @@ def test_a_re_streamed_turn_never_runs_again_the_calls_gemini_sent_without_ids()
 
 
 def test_sdk_objects_of_a_blocked_prompt_and_of_an_error_free_stream() -> None:
-    pytest.importorskip("google.genai")
+    pytest.importorskip("google.genai", reason=extra("gemini"))
     blocked = _sdk({"promptFeedback": {"blockReason": "SAFETY"}})
     assert blocked.candidates is None
     with pytest.raises(rt.ContentFilteredError):

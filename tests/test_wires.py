@@ -25,7 +25,7 @@ from rxtoolcalls._types import made_up_ids
 from rxtoolcalls.wires import lookup, names
 from rxtoolcalls.wires.bedrock import frame_event
 from rxtoolcalls.wires.chat import ChatReader
-from tests.helpers import outcome
+from tests.helpers import extra, outcome
 from tests.wire_builders import (
     CASES,
     case,
@@ -340,7 +340,7 @@ def test_openai_sdk_response_events_assemble_like_dicts(name: str) -> None:
 
 @pytest.mark.parametrize("name", wire_fixture_names("anthropic"))
 def test_anthropic_sdk_events_assemble_like_dicts(name: str) -> None:
-    anthropic = pytest.importorskip("anthropic")
+    anthropic = pytest.importorskip("anthropic", reason=extra("anthropic"))
     from anthropic._models import construct_type
 
     events = load_wire("anthropic", name)
@@ -388,7 +388,7 @@ def test_differential_against_openai_response_stream_state(name: str) -> None:
     [n for n in wire_fixture_names("anthropic") if "max_tokens" not in n],
 )
 def test_differential_against_anthropic_accumulate_event(name: str) -> None:
-    anthropic = pytest.importorskip("anthropic")
+    anthropic = pytest.importorskip("anthropic", reason=extra("anthropic"))
     from anthropic._models import construct_type
     from anthropic.lib.streaming._messages import accumulate_event
 
@@ -410,7 +410,7 @@ def test_differential_against_anthropic_accumulate_event(name: str) -> None:
 
 def test_where_the_anthropic_sdk_is_wrong_we_refuse() -> None:
     """On a max_tokens cut the SDK's accumulator returns a dict with the cut string dropped."""
-    anthropic = pytest.importorskip("anthropic")
+    anthropic = pytest.importorskip("anthropic", reason=extra("anthropic"))
     from anthropic._models import construct_type
     from anthropic.lib.streaming._messages import accumulate_event
 
