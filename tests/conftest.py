@@ -20,3 +20,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     del session
     gc.collect()
     gc.freeze()
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every doctest and notebook ``json_parser``: files cannot carry the mark in them.
+
+    Many read captures through the chunk parser; the rest cost little to run again.
+    """
+    for item in items:
+        if isinstance(item, pytest.DoctestItem) or item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.json_parser)

@@ -99,6 +99,7 @@ async def get(served: Starlette) -> httpx.Response:
         return await client.get("/tool-calls")
 
 
+@pytest.mark.json_parser
 def test_the_recipe_streams_lifecycle_events() -> None:
     response = asyncio.run(get(app))
     assert response.status_code == 200

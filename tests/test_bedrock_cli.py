@@ -36,6 +36,9 @@ from tests.bedrock_helpers import (
     without_padding,
 )
 
+# Its outcome may depend on the JSON parser: run again with the fast extra.
+pytestmark = pytest.mark.json_parser
+
 CONVERSE = converse_names()
 CAPTURES = [*CONVERSE, INVOKE, f"{INVOKE}.anthropic"]
 

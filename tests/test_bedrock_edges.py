@@ -42,7 +42,8 @@ from tests.bedrock_helpers import (
 )
 from tests.helpers import extra, open_sockets, settle
 
-pytestmark = pytest.mark.usefixtures("aws")
+# Its outcome may depend on the JSON parser: run again with the fast extra.
+pytestmark = [pytest.mark.usefixtures("aws"), pytest.mark.json_parser]
 
 CONVERSE = converse_names()
 BOUND = 5.0  # seconds; what the tests wait for is seen in milliseconds

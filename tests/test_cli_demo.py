@@ -22,6 +22,7 @@ PARALLEL = load_fixture("openai__parallel_tool_calls")
 COMMAND_LINE = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.json_parser
 def test_replay_demo_works_outside_a_checkout(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "rxtoolcalls", "replay", "--demo", "--json"],
@@ -40,6 +41,7 @@ def test_demo_and_a_file_together_is_a_usage_error(capsys: pytest.CaptureFixture
     assert capsys.readouterr().err == "rxtoolcalls: replay: give FILE or --demo, not both\n"
 
 
+@pytest.mark.json_parser
 def test_export_writes_raw_sse_that_replays_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -60,12 +62,14 @@ def test_export_writes_raw_sse_that_replays_the_same(
     assert [json.loads(line) for line in lines.getvalue().splitlines()] == PARALLEL
 
 
+@pytest.mark.json_parser
 def test_export_of_the_demo_is_the_recorded_stream() -> None:
     out = io.StringIO()
     assert main(["export", "--demo", "--to", "jsonl"], out=out) == 0
     assert [json.loads(line) for line in out.getvalue().splitlines()] == PARALLEL
 
 
+@pytest.mark.json_parser
 def test_serve_demo(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "rxtoolcalls", "serve", "--demo", "--port", "0", "--delay", "0"],

@@ -72,17 +72,20 @@ def test_non_utf8_file(tmp_path: Path) -> None:
     assert "not UTF-8" in one_line(run_cli("replay", "latin1.sse", cwd=tmp_path), 2)
 
 
+@pytest.mark.json_parser
 def test_deeply_nested_json_line(tmp_path: Path) -> None:
     (tmp_path / "deep.jsonl").write_text("[" * 100_000 + "\n")
     line = one_line(run_cli("replay", "deep.jsonl", cwd=tmp_path), 3)
     assert line.startswith("rxtoolcalls: MalformedChunkError: line 1 ")
 
 
+@pytest.mark.json_parser
 def test_deeply_nested_sse_event(tmp_path: Path) -> None:
     (tmp_path / "deep.sse").write_text("data: " + "[" * 100_000 + "\n\n")
     assert "MalformedChunkError" in one_line(run_cli("replay", "deep.sse", cwd=tmp_path), 3)
 
 
+@pytest.mark.json_parser
 def test_serve_a_garbage_capture(tmp_path: Path) -> None:
     (tmp_path / "garbage.jsonl").write_text("this is not a capture\n")
     line = one_line(run_cli("serve", "garbage.jsonl", "--port", "0", cwd=tmp_path), 3)
@@ -95,6 +98,7 @@ def test_serve_an_empty_capture(tmp_path: Path) -> None:
     assert "no chunks" in line
 
 
+@pytest.mark.json_parser
 def test_serve_on_a_port_in_use(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -171,6 +175,7 @@ def test_chat_with_a_python_spec_without_a_colon(tmp_path: Path) -> None:
     assert "expected MODULE:FUNCTION" in line
 
 
+@pytest.mark.json_parser
 def test_a_closed_stdout(tmp_path: Path) -> None:
     read, write = os.pipe()
     os.close(read)  # the reader is gone before anything is written, as under `| head`
@@ -197,6 +202,7 @@ def _interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.json_parser
 def test_ctrl_c_is_one_line_and_status_130(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "rxtoolcalls", "--progress", "replay", "--demo", "--speed", "0.05"],

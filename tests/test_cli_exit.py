@@ -95,6 +95,7 @@ def test_python_advice_becomes_the_command_s_own_or_goes() -> None:
     assert _hinted(empty, advice, "chat") == "retry the request"
 
 
+@pytest.mark.json_parser
 def test_a_missing_finish_reason_points_at_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
     path = FIXTURES / "snowflake__cortex_no_finish_reason.jsonl"
     assert main(["replay", str(path)], out=io.StringIO()) == 4
@@ -113,6 +114,7 @@ def test_a_multi_line_message_stays_one_line() -> None:
     assert err.getvalue() == "rxtoolcalls: InvalidArgumentsError: first second\n"
 
 
+@pytest.mark.json_parser
 @pytest.mark.parametrize(
     "tail",
     [

@@ -20,6 +20,9 @@ from rxtoolcalls.__main__ import EXIT_CODES, INTERRUPTED, USAGE, main
 from tests.helpers import FIXTURES, call_open, extra, fixture_names, load_fixture
 from tests.test_sse import sse_bytes
 
+# Its outcome may depend on the JSON parser: run again with the fast extra.
+pytestmark = pytest.mark.json_parser
+
 DOCUMENTED = {0, USAGE, INTERRUPTED, *(code for _, code in EXIT_CODES)}
 NAMES = fixture_names()
 

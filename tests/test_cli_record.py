@@ -17,6 +17,9 @@ from rxtoolcalls.sources import record
 from tests.helpers import load_fixture
 from tests.test_sse import sse_bytes
 
+# Its outcome may depend on the JSON parser: run again with the fast extra.
+pytestmark = pytest.mark.json_parser
+
 CHUNKS = load_fixture("openai__single_tool_call")
 
 

@@ -13,6 +13,9 @@ from rxtoolcalls.serve import ReplayServer
 from tests.helpers import extra
 from tests.test_cli_errors import one_line, run_cli
 
+# Its outcome may depend on the JSON parser: run again with the fast extra.
+pytestmark = pytest.mark.json_parser
+
 pytest.importorskip("openai", reason=extra("openai"))
 
 ROOT = Path(__file__).parent.parent

@@ -96,6 +96,7 @@ NOT_CAPTURES = {
 }
 
 
+@pytest.mark.json_parser
 @pytest.mark.parametrize("name", NOT_CAPTURES)
 @pytest.mark.parametrize("command", ["replay", "record"])
 def test_a_file_without_stream_events_says_what_it_lacks(
@@ -127,6 +128,7 @@ def _options(said: str) -> list[list[str]]:
     return [found.split() for found in re.findall(r"--policy lenient|--[a-z][a-z-]+", said)]
 
 
+@pytest.mark.json_parser
 @pytest.mark.parametrize(
     "capture",
     [*NOT_CAPTURES, "no_finish.jsonl", "cut.jsonl"],
@@ -226,6 +228,7 @@ def _sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return slept
 
 
+@pytest.mark.json_parser
 @pytest.mark.parametrize(
     ("options", "pace"),
     [
@@ -280,6 +283,7 @@ class _Terminal(io.StringIO):
         return True
 
 
+@pytest.mark.json_parser
 def test_json_only_quiets_stderr_stdout_is_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -309,6 +313,7 @@ def test_the_article_follows_the_word_printed() -> None:
     assert _a("") == "a "
 
 
+@pytest.mark.json_parser
 def test_export_names_an_anthropic_capture_with_an(capsys: pytest.CaptureFixture[str]) -> None:
     from tests.bedrock_helpers import BEDROCK, INVOKE
 

@@ -23,6 +23,9 @@ from tests.wire_builders import (
     wire_fixture_names,
 )
 
+# Its outcome may depend on the JSON parser: run again with the fast extra.
+pytestmark = pytest.mark.json_parser
+
 WIRED = [
     (wire, name)
     for wire in ("responses", "anthropic", "gemini")

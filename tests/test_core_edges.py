@@ -101,6 +101,7 @@ def test_an_attribute_that_raises_is_a_malformed_chunk(name: str) -> None:
     assert [type(e) for e in errors] == [rt.MalformedChunkError]
 
 
+@pytest.mark.json_parser
 def test_deeply_nested_event_data_is_a_malformed_chunk() -> None:
     deep = '{"choices": ' + "[" * 100_000 + "]" * 100_000 + "}"
     with pytest.raises(rt.MalformedChunkError, match="nests deeper"):
@@ -109,6 +110,7 @@ def test_deeply_nested_event_data_is_a_malformed_chunk() -> None:
         load_json(deep, "line 3")
 
 
+@pytest.mark.json_parser
 def test_a_huge_integer_in_event_data_is_a_malformed_chunk() -> None:
     with pytest.raises(rt.MalformedChunkError, match="more than 4300 digits"):
         chunk_from_event(ServerSentEvent("message", '{"choices": [], "n": ' + "7" * 5000 + "}"))
@@ -224,6 +226,7 @@ def test_duplicate_key_message_is_bounded() -> None:
     _bounded(error)
 
 
+@pytest.mark.json_parser
 def test_sse_data_that_is_not_json_is_bounded() -> None:
     for data in (SECRET, HUGE, "[" + SECRET):
         with pytest.raises(rt.MalformedChunkError) as info:
@@ -250,6 +253,7 @@ def test_schema_message_never_echoes_the_value() -> None:
         _bounded(info.value)
 
 
+@pytest.mark.json_parser
 def test_provider_error_message_is_bounded() -> None:
     with pytest.raises(rt.ProviderError) as info:
         chunk_from_event(ServerSentEvent("error", HUGE))
@@ -371,6 +375,7 @@ def test_choices_are_bounded_by_max_choices() -> None:
 # -- item 16: ProviderError.retryable ------------------------------------------------------
 
 
+@pytest.mark.json_parser
 @pytest.mark.parametrize(
     ("error", "retryable"),
     [
@@ -403,6 +408,7 @@ def test_provider_error_says_whether_a_retry_can_help(
         assert "retry" not in str(info.value)
 
 
+@pytest.mark.json_parser
 def test_anthropic_overloaded_event_is_retryable() -> None:
     data = '{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}'
     with pytest.raises(rt.ProviderError) as info:

@@ -45,6 +45,7 @@ def test_the_readme_and_the_manual_have_examples() -> None:
 IDS = [_name(page, number) for page, number, _, _ in BLOCKS]
 
 
+@pytest.mark.json_parser
 @pytest.mark.parametrize(("page", "number", "code", "shown"), BLOCKS, ids=IDS)
 def test_example_runs(
     page: Path,

@@ -39,6 +39,9 @@ from rxtoolcalls.wires.bedrock import (
     from_eventstream,
 )
 
+# Its outcome may depend on the JSON parser: run again with the fast extra.
+pytestmark = pytest.mark.json_parser
+
 BEDROCK = Path(__file__).parent / "fixtures" / "wire" / "bedrock"
 STEMS = sorted(path.stem for path in BEDROCK.glob("*.eventstream"))
 EVENT = {":message-type": "event", ":content-type": "application/json"}

@@ -21,6 +21,9 @@ from rxtoolcalls._errors import MalformedChunkError
 from rxtoolcalls._sse import load_json, load_json_stdlib
 from tests.helpers import extra
 
+# Its outcome may depend on the JSON parser: run again with the fast extra.
+pytestmark = pytest.mark.json_parser
+
 
 @pytest.fixture(params=["scanner", "msgspec"])
 def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:

@@ -19,6 +19,9 @@ from rxtoolcalls.serve import ReplayServer
 from tests.helpers import FIXTURES, extra, load_fixture, run_assemble
 from tests.test_sse import sse_bytes
 
+# Its outcome may depend on the JSON parser: run again with the fast extra.
+pytestmark = pytest.mark.json_parser
+
 PARALLEL = str(FIXTURES / "openai__parallel_tool_calls.jsonl")
 
 

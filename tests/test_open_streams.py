@@ -163,6 +163,7 @@ def sse(chunks: list[dict[str, Any]]) -> bytes:
     return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n"
 
 
+@pytest.mark.json_parser
 def test_a_start_arrives_on_the_chunk_that_names_the_call_from_async_bytes() -> None:
     chunks = [
         *pieces_of(arguments_of(400))[:-1],
@@ -192,6 +193,7 @@ def test_a_start_arrives_on_the_chunk_that_names_the_call_from_async_bytes() -> 
     assert log[: starts[1]].count("chunk") == len(chunks) - 2
 
 
+@pytest.mark.json_parser
 def test_thousands_of_open_byte_streams_are_all_correct_and_hold_little_each() -> None:
     text = arguments_of(1_600)
     body = sse(pieces_of(text))
@@ -242,6 +244,7 @@ class Boom(Exception):
     """The subscriber's own bug."""
 
 
+@pytest.mark.json_parser
 def test_a_subscriber_exception_leaves_a_blocking_source_as_raised() -> None:
     chunks = [call_open(0, "a", "f", '{"x": 1}'), choice({}, "tool_calls")]
     for operator in (rt.progress, rt.assemble_with_progress, rt.assemble, rt.lifecycle):
@@ -258,6 +261,7 @@ def test_a_subscriber_exception_leaves_a_blocking_source_as_raised() -> None:
         assert errors == []
 
 
+@pytest.mark.json_parser
 @pytest.mark.parametrize(
     "operator", [rt.progress, rt.assemble_with_progress, rt.assemble, rt.lifecycle]
 )

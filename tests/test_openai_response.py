@@ -33,6 +33,9 @@ from tests.test_sdk_wires import (
 )
 from tests.wire_builders import load_wire, load_wire_lines, sse_bytes, wire_fixture_names
 
+# Its outcome may depend on the JSON parser: run again with the fast extra.
+pytestmark = pytest.mark.json_parser
+
 openai = pytest.importorskip("openai", reason=extra("openai"))
 httpx2 = pytest.importorskip("httpx2", reason=extra("openai"))
 

@@ -883,6 +883,7 @@ def test_progress_shared_with_assemble() -> None:
 # -- assemble_with_progress (issue item 24) -------------------------------------------------
 
 
+@pytest.mark.json_parser
 def test_assemble_with_progress_over_a_synchronous_source() -> None:
     from tests.helpers import FIXTURES
 

@@ -66,6 +66,7 @@ def test_a_capture_that_does_not_assemble_is_a_json_error_without_stream() -> No
     assert json.loads(body)["error"]["type"] == "StreamInterruptedError"
 
 
+@pytest.mark.json_parser
 def test_a_streamed_request_still_gets_sse() -> None:
     with ReplayServer([PARALLEL]) as server:
         status, kind, body = _post(server, {"model": "m", "messages": [], "stream": True})
@@ -148,6 +149,7 @@ def test_stop_without_start_returns() -> None:
     assert not stopper.is_alive()
 
 
+@pytest.mark.json_parser
 def test_the_command_logs_one_line_per_request(tmp_path: Path) -> None:
     process, port = serve_command(str(FIXTURES / "openai__parallel_tool_calls.jsonl"))
     try:
@@ -167,6 +169,7 @@ def test_the_command_logs_one_line_per_request(tmp_path: Path) -> None:
     assert all(line.startswith("127.0.0.1 POST /v1/chat/completions 200 ") for line in logged)
 
 
+@pytest.mark.json_parser
 def test_lone_surrogates_are_served_as_json_escapes() -> None:
     chunks = [
         {"choices": [{"index": 0, "delta": {"content": "a\ud800b"}, "finish_reason": "stop"}]}

@@ -377,6 +377,7 @@ def test_a_bad_request_gets_a_json_4xx_and_one_line(
     assert f" {status} {message}" in line
 
 
+@pytest.mark.json_parser
 def test_the_command_writes_no_traceback_when_clients_leave() -> None:
     process, port = serve_command(str(FIXTURES / "openai__parallel_tool_calls.jsonl"))
     try:

@@ -125,6 +125,7 @@ def test_serve_help_documents_starting_over() -> None:
     assert "serve --delay" in doc  # the command line's default differs from the class's
 
 
+@pytest.mark.json_parser
 def test_serve_loop_reaches_the_server(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,6 +14,7 @@ import rxtoolcalls as rt
 from tests.helpers import FIXTURES, load_fixture
 
 
+@pytest.mark.json_parser
 def test_from_jsonl_reads_path_and_lines(tmp_path: Path) -> None:
     path = FIXTURES / "openai__single_tool_call.jsonl"
     from_path = rt.from_jsonl(path).pipe(ops.to_list()).run()

@@ -9,6 +9,9 @@ import rxtoolcalls as rt
 from rxtoolcalls._sse import error_field_error
 from rxtoolcalls.sources import read_jsonl
 
+# Its outcome may depend on the JSON parser: run again with the fast extra.
+pytestmark = pytest.mark.json_parser
+
 
 def test_a_legacy_error_field_before_done_is_a_provider_error() -> None:
     lines = [

@@ -24,6 +24,9 @@ from rxtoolcalls._sse import DONE, ServerSentEvent, SSEDecoder, chunk_from_event
 from tests.helpers import extra
 from tests.test_fast_json import EDGES, JSON
 
+# Its outcome may depend on the JSON parser: run again with the fast extra.
+pytestmark = pytest.mark.json_parser
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

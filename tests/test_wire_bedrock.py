@@ -274,6 +274,7 @@ def read_anthropic(events: list[Any]) -> rt.AssistantTurn:
     return turn
 
 
+@pytest.mark.json_parser
 def test_invoke_model_chunks_unwrap_to_anthropic_events() -> None:
     envelopes = load_bedrock(INVOKE)
     inner = [unwrap_chunk(e) for e in envelopes]
@@ -299,6 +300,7 @@ def test_invoke_model_chunks_unwrap_to_anthropic_events() -> None:
     assert turn == read_anthropic(decoded)
 
 
+@pytest.mark.json_parser
 @pytest.mark.parametrize("name", [n for n in CONVERSE if (BEDROCK / f"{n}.eventstream").exists()])
 def test_the_raw_frames_read_as_the_dict_events(name: str) -> None:
     # rxtoolcalls' own frame decoder yields boto3's events, unknown members kept.
@@ -824,6 +826,7 @@ def test_identifies(event: object, expected: bool) -> None:
     assert identifies(event) is expected
 
 
+@pytest.mark.json_parser
 def test_unwrap_chunk() -> None:
     assert unwrap_chunk({"chunk": {"bytes": b'{"type": "ping"}'}}) == {"type": "ping"}
     assert unwrap_chunk(NotADict({"chunk": {"bytes": bytearray(b'{"type": "ping"}')}})) == {
@@ -1020,6 +1023,7 @@ def test_boto3_whole_response_is_taken(bedrock: tuple[Bedrock, Any]) -> None:
     assert events_of(from_bedrock_stream(converse(client, name))) == load_bedrock(name)
 
 
+@pytest.mark.json_parser
 def test_boto3_invoke_model_stream_unwraps_to_anthropic_events(
     bedrock: tuple[Bedrock, Any],
 ) -> None:
@@ -1031,6 +1035,7 @@ def test_boto3_invoke_model_stream_unwraps_to_anthropic_events(
     assert calls(read_anthropic(got))[0][1] == "toolu_bdrk_01CquHF9otnnrgxxx54tVxau"
 
 
+@pytest.mark.json_parser
 @pytest.mark.parametrize(("name", "retryable"), EXCEPTIONS)
 def test_boto3_exception_frames_are_provider_errors(
     bedrock: tuple[Bedrock, Any], name: str, retryable: bool
@@ -1199,6 +1204,7 @@ def run_async(source: Callable[[], reactivex.Observable[Any]]) -> list[Any]:
     return asyncio.run(main())
 
 
+@pytest.mark.json_parser
 def test_async_stream_unwraps_chunks_and_closes() -> None:
     envelopes = load_bedrock(INVOKE)
     stream = FakeAioStream(envelopes)

@@ -735,6 +735,7 @@ def from_pieces(pieces: list[bytes]) -> rt.AssistantTurn:
     return assembler.close()
 
 
+@pytest.mark.json_parser
 @pytest.mark.parametrize("name", GEMINI)
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
@@ -748,6 +749,7 @@ def test_any_split_of_the_sse_bytes_gives_the_same_turn(name: str, data: Any) ->
     assert expected == without_ids(turn_of(load_wire("gemini", name)))
 
 
+@pytest.mark.json_parser
 def test_from_sse_reads_a_gemini_body() -> None:
     raw = sse_bytes(load_wire_lines("gemini", "vercel-ai__partial_args_parallel_and_no_args"))
     lines = raw.splitlines(keepends=True)

@@ -35,6 +35,7 @@ def outcome(events: list[Any], **options: Any) -> rt.AssistantTurn | Exception:
 # -- an InvokeModel stream's own exception event -------------------------------------------
 
 
+@pytest.mark.json_parser
 @pytest.mark.parametrize(
     ("name", "again"),
     [
@@ -49,6 +50,7 @@ def test_an_exception_event_among_envelopes_is_a_provider_error(name: str, again
     assert (found.code, found.retryable) == (name, again)
 
 
+@pytest.mark.json_parser
 def test_an_envelope_in_another_wires_stream_is_refused() -> None:
     for forced in (None, "chat"):
         found = outcome([content("hi"), chunk(MESSAGE_START), finish("stop")], wire=forced)
@@ -56,6 +58,7 @@ def test_an_envelope_in_another_wires_stream_is_refused() -> None:
         assert "envelope" in str(found)
 
 
+@pytest.mark.json_parser
 @pytest.mark.parametrize("forced", ["anthropic", "bedrock"])
 def test_forcing_a_wire_on_envelopes_says_to_leave_it_unset(forced: str) -> None:
     found = outcome([chunk(MESSAGE_START)], wire=forced)

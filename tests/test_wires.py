@@ -135,6 +135,7 @@ def from_pieces(wire: str, pieces: list[bytes]) -> rt.AssistantTurn:
     return assemble_events(list(DECODERS[framing](pieces)))
 
 
+@pytest.mark.json_parser
 @pytest.mark.parametrize(("wire", "name"), RECORDED)
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
@@ -146,6 +147,7 @@ def test_any_split_of_the_body_gives_the_same_turn(wire: str, name: str, data: A
     assert comparable(outcome(lambda p: from_pieces(wire, p), pieces)) == expected
 
 
+@pytest.mark.json_parser
 @pytest.mark.parametrize("wire", names())
 def test_one_byte_at_a_time(wire: str) -> None:
     entry = case(wire)
