@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gc
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -31,3 +34,51 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if isinstance(item, pytest.DoctestItem) or item.path.suffix == ".ipynb":
             item.add_marker(pytest.mark.json_parser)
+
+
+# Where rxtoolcalls parses JSON text, by module: ``_fast_decode`` is msgspec's (the fast extra).
+_PARSERS = [
+    ("rxtoolcalls._sse", "load_json"),
+    ("rxtoolcalls._sse", "_fast_decode"),
+    ("rxtoolcalls.sources", "load_json"),
+    ("rxtoolcalls.wires.bedrock", "load_json"),
+]
+
+
+@pytest.fixture(autouse=True)
+def _json_parser_is_marked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test not marked ``json_parser`` that parses JSON text in this process fails.
+
+    CI runs only the marked tests with the fast extra, so a test whose outcome may depend on
+    the parser must carry the mark. (A parse in a subprocess is not seen here.)
+    """
+    if request.node.get_closest_marker("json_parser") is not None:
+        yield
+        return
+    parsed: list[str] = []
+    kept: list[tuple[Any, str, Any]] = []
+    for name, attribute in _PARSERS:
+        module = importlib.import_module(name)
+        original = getattr(module, attribute)
+        if original is not None:
+            kept.append((module, attribute, original))
+            setattr(module, attribute, _noting(original, f"{name}.{attribute}", parsed))
+    try:
+        yield
+    finally:
+        for module, attribute, original in kept:
+            setattr(module, attribute, original)
+    if parsed:
+        pytest.fail(
+            f"parses JSON text ({parsed[0]}) but is not marked json_parser: add "
+            "@pytest.mark.json_parser (CI runs the marked tests again with the fast extra)",
+            pytrace=False,
+        )
+
+
+def _noting(parse: Callable[..., Any], name: str, parsed: list[str]) -> Callable[..., Any]:
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        parsed.append(name)
+        return parse(*args, **kwargs)
+
+    return noted
