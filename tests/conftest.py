@@ -17,8 +17,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     for the whole session. The tests that count cycles or free sockets (``garbage_of``, the
     dispose and open-stream tests) call ``gc.collect()``, which walked them all each time: most
     of the suite's time. Frozen (``gc.freeze``), they are left out of every collection; each
-    still walks every object made since the session began, so every cycle a test can leave is
-    still found and counted.
+    still walks every object made since the session began, so a cycle a test leaves is found and
+    counted unless it runs through an object from before (one the test would first have to cut
+    loose from the module or test item holding it).
     """
     del session
     gc.collect()
