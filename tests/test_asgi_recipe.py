@@ -1,86 +1,40 @@
-"""The Starlette recipe: lifecycle() events streamed as Server-Sent Events.
+"""The manual's Starlette recipe (docs/recipes.md): lifecycle() events as Server-Sent Events.
 
-The code between the RECIPE markers is the documented snippet, as it is: keep them the same.
+The recipe's code is read from the manual and run as a module, so the two cannot drift apart.
 """
-
-# ruff: noqa: E402 - the test's own imports follow the recipe, which reads as the snippet does
 
 from __future__ import annotations
 
 import asyncio
-import threading
-
-import pytest
-
-pytest.importorskip("starlette", reason="starlette is not installed: the recipe serves with it")
-pytest.importorskip("httpx", reason="httpx is not installed: the test requests with it")
-
-# -- RECIPE ---------------------------------------------------------------------------------
 import contextlib
+import io
 import json
-from collections.abc import AsyncIterator, Callable
+import re
+import threading
+from collections.abc import Callable, MutableMapping
+from pathlib import Path
 from typing import Any
 
-from reactivex import Observable
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import StreamingResponse
-from starlette.routing import Route
-
-import rxtoolcalls as rt
-
-CallEvent = rt.ToolCallStarted | rt.ToolCallProgress | rt.ToolCallCommitted
-
-
-def sse_frame(name: str, data: object) -> str:
-    """One Server-Sent Event: its name and its data as JSON."""
-    return f"event: {name}\ndata: {json.dumps(data)}\n\n"
-
-
-def frame(event: CallEvent) -> str:
-    """A lifecycle() event as a Server-Sent Event."""
-    if isinstance(event, rt.ToolCallStarted):
-        return sse_frame("started", {"index": event.index, "id": event.id, "name": event.name})
-    if isinstance(event, rt.ToolCallProgress):
-        return sse_frame("progress", {"index": event.index, "characters": event.characters})
-    return sse_frame("committed", event.call.to_dict())
-
-
-async def sse(events: Observable[CallEvent]) -> AsyncIterator[str]:
-    """The events as SSE text; a typed stream error as an ``error`` event; ``done`` at the end."""
-    # Closed at a yield (a server dropping the response), this closes the subscription at once.
-    async with contextlib.aclosing(rt.to_async_iterator(events)) as items:
-        try:
-            async for event in items:
-                yield frame(event)
-        except rt.ToolCallStreamError as error:
-            yield sse_frame("error", {"type": type(error).__name__, "message": str(error)})
-            return
-    yield sse_frame("done", {})
-
-
-def make_app(open_chunks: Callable[[], Observable[Any]]) -> Starlette:
-    """An app streaming the tool calls of each request's model stream at ``/tool-calls``."""
-
-    async def tool_calls(request: Request) -> StreamingResponse:
-        events = open_chunks().pipe(rt.lifecycle(every=8))
-        return StreamingResponse(sse(events), media_type="text/event-stream")
-
-    return Starlette(routes=[Route("/tool-calls", tool_calls)])
-
-
-# A recorded stream stands in for the model's (say, rt.from_openai_stream(client.chat...)).
-app = make_app(lambda: rt.from_jsonl(rt.sources.demo_path()))
-# -- END RECIPE -----------------------------------------------------------------------------
-
-from collections.abc import MutableMapping
-
-import httpx
+import pytest
 import reactivex
-from reactivex import abc
+from reactivex import Observable, abc
 from reactivex.disposable import Disposable
 
-from tests.helpers import load_fixture
+import rxtoolcalls as rt
+from tests.helpers import extra, load_fixture
+
+httpx = pytest.importorskip("httpx", reason=extra("test"))
+pytest.importorskip("starlette", reason=extra("test"))
+
+HEADING = "## Stream lifecycle events to a browser (FastAPI/Starlette SSE)"
+PAGE = (Path(__file__).parent.parent / "docs" / "recipes.md").read_text(encoding="utf-8")
+_found = re.search(r"```python\n(.*?)```", PAGE.split(HEADING, 1)[1], re.S)
+assert _found is not None, "the recipe's code block is missing"
+RECIPE: dict[str, Any] = {"__name__": "recipe"}
+with contextlib.redirect_stdout(io.StringIO()):  # the recipe tries itself once, printing
+    exec(compile(_found.group(1), "docs/recipes.md (SSE recipe)", "exec"), RECIPE)
+app = RECIPE["app"]
+make_app: Callable[[Callable[[], Observable[Any]]], Any] = RECIPE["make_app"]
 
 
 def parse_sse(body: str) -> list[tuple[str, Any]]:
@@ -93,7 +47,7 @@ def parse_sse(body: str) -> list[tuple[str, Any]]:
     return events
 
 
-async def get(served: Starlette) -> httpx.Response:
+async def get(served: Any) -> Any:
     transport = httpx.ASGITransport(app=served)
     async with httpx.AsyncClient(transport=transport, base_url="http://recipe.test") as client:
         return await client.get("/tool-calls")

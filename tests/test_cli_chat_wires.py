@@ -13,6 +13,7 @@ from rxtoolcalls.__main__ import main
 from rxtoolcalls.serve import ReplayServer
 from rxtoolcalls.wires import names
 from tests.bedrock_helpers import aws  # noqa: F401 - a fixture, used by name
+from tests.helpers import extra
 from tests.test_cli_help import _commands
 from tests.wire_builders import case
 
@@ -37,7 +38,7 @@ def test_the_wire_choices_are_the_registry_s() -> None:
 def test_chat_runs_a_tool_round_on_each_wire(
     wire: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip(SDK.get(wire, "boto3"))
+    pytest.importorskip(SDK.get(wire, "boto3"), reason=extra(EXTRA.get(wire, "bedrock")))
     tools = tmp_path / "tools.py"
     tools.write_text('def lookup(term):\n    """Look a term up."""\n    return term.upper()\n')
     asked = case(wire).turn(calls=[("call_1", "lookup", ['{"term": ', '"oslo"}'])])
@@ -109,7 +110,7 @@ def test_bedrock_has_no_tool_choice_none(capsys: pytest.CaptureFixture[str]) -> 
 @pytest.mark.parametrize("wire", names())
 @pytest.mark.usefixtures("aws")
 def test_a_forced_tool_reaches_each_wire(wire: str, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip(SDK.get(wire, "boto3"))
+    pytest.importorskip(SDK.get(wire, "boto3"), reason=extra(EXTRA.get(wire, "bedrock")))
     with ReplayServer([case(wire).turn(["Fine."])]) as server:
         out = io.StringIO()
         argv = ["chat", "Hi?", "--wire", wire, "--base-url", _url(server, wire), "--model", "m"]
