@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
+import pkgutil
+from typing import Any
+
+from sphinx.application import Sphinx
+from sphinx.pycode import ModuleAnalyzer
+
 import rxtoolcalls
 
 project = "rxtoolcalls"
@@ -47,3 +54,60 @@ autoclass_content = "class"
 exclude_patterns = ["_build", "notebooks/.ipynb_checkpoints", "jupyter_execute"]
 html_theme = "furo"
 html_title = f"rxtoolcalls {release}"
+
+
+def _attribute_docs() -> dict[str, list[str]]:
+    """The docstring under each module-level name of the package, by name."""
+    found: dict[str, list[str]] = {}
+    for module in pkgutil.walk_packages(rxtoolcalls.__path__, "rxtoolcalls."):
+        for (scope, name), lines in ModuleAnalyzer.for_module(module.name).find_attr_docs().items():
+            if not scope:
+                found.setdefault(name, lines)
+    return found
+
+
+_DOCS = _attribute_docs()
+
+
+def _data_docstring(
+    app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]
+) -> None:
+    # A public alias or constant is documented where the package re-exports it
+    # (``rxtoolcalls.Ledger``); its docstring sits under its definition in a submodule, and
+    # autodoc would otherwise show the docstring of the aliased class (MutableMapping's).
+    if what == "data" and name.count(".") == 1 and name.startswith("rxtoolcalls."):
+        lines[:] = _DOCS.get(name.split(".")[1], lines)
+
+
+def _public_signature(
+    app: Sphinx,
+    what: str,
+    name: str,
+    obj: Any,
+    options: Any,
+    signature: str | None,
+    return_annotation: str | None,
+) -> tuple[str, str | None] | None:
+    # A value class's private fields (ToolCallProgress's view of the text) are the library's
+    # to fill: neither its signature nor its parameter list shows them.
+    if what != "class" or not signature or "_" not in signature:
+        return None
+    parameters = inspect.signature(obj).parameters
+    private = [key for key in parameters if key.startswith("_")]
+    if not private:
+        return None
+    for key in private:
+        app.env.current_document.autodoc_annotations.get(name, {}).pop(key, None)
+    shown = [
+        parameter.replace(annotation=inspect.Parameter.empty)
+        for key, parameter in parameters.items()
+        if not key.startswith("_")
+    ]
+    return str(inspect.Signature(shown)), return_annotation
+
+
+def setup(app: Sphinx) -> None:
+    """Fill in the docstrings of re-exported aliases and constants; hide private fields."""
+    app.connect("autodoc-process-docstring", _data_docstring)
+    # After autodoc has recorded the annotations (priority 500), so that they can be dropped.
+    app.connect("autodoc-process-signature", _public_signature, priority=600)

@@ -224,10 +224,10 @@ class ContentFilteredError(ToolCallStreamError):
 class InvalidArgumentsError(ToolCallStreamError):
     """A call's arguments are not one complete JSON object, or do not match its tool's schema.
 
-    The schema is checked with ``Policy.with_tools``. Or the provider refused the model's call
-    as malformed (Gemini ``MALFORMED_FUNCTION_CALL``, Bedrock ``malformed_tool_use``):
-    ``provider_message`` then holds what it said (Gemini's ``finishMessage`` quotes the call,
-    so it is never in the message text).
+    The schema is checked with ``Policy(validate_arguments=True).with_tools(…)``. Or the
+    provider refused the model's call as malformed (Gemini ``MALFORMED_FUNCTION_CALL``, Bedrock
+    ``malformed_tool_use``): ``provider_message`` then holds what it said (Gemini's
+    ``finishMessage`` quotes the call, so it is never in the message text).
     """
 
     provider_message: str | None = None

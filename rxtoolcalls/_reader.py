@@ -345,7 +345,7 @@ class Assembler:
     def calls(self) -> list[Call]:
         """Every call opened so far, ordered by (choice index, key, order of opening).
 
-        None once ``close`` has failed: the reader lets go of the turn (a progress event kept
+        Empty once ``close`` has failed: the reader lets go of the turn (a progress event kept
         still reads its call's text).
         """
         return self._reader.calls()

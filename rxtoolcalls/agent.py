@@ -144,8 +144,11 @@ class Conversation:
     """
 
     messages: tuple[Message, ...]
+    """The whole transcript: the given messages, then each turn and its answers."""
     final: AssistantTurn
+    """The last turn, the one without tool calls: ``final.content`` is the model's answer."""
     turns: int
+    """How many turns were streamed (a retried turn counts once)."""
 
 
 AgentEvent: TypeAlias = (
@@ -735,8 +738,8 @@ def agent_loop(
       that mix the shapes of two wires, or stop in a turn with a call that cannot run (no
       name, arguments that are not a JSON object).
 
-    Where each step runs, and where async tools run: see the module docstring (``scheduler``
-    overrides the subscription's).
+    Where each step runs, and where async tools run: see "Where it runs" in the manual's agent
+    loop page, or this module's docstring (``scheduler`` overrides the subscription's).
 
     ``policy`` is a ``Policy`` or its name (``"default"``, ``"lenient"``);
     ``require_finish_reason=False`` accepts turns that end without one, as in ``assemble()``.

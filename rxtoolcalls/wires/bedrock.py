@@ -934,6 +934,7 @@ def from_eventstream(
     once.
 
     >>> from reactivex import operators as ops
+    >>> from rxtoolcalls._eventstream import encode_frame  # one frame, as AWS sends it
     >>> headers = {":message-type": "event", ":event-type": "messageStart"}
     >>> body = encode_frame(headers, b'{"role": "assistant", "p": "abcd"}')
     >>> from_eventstream(body).pipe(ops.to_list()).run()
