@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import pkgutil
+from pathlib import Path
 from typing import Any
 
 from sphinx.application import Sphinx
@@ -26,6 +27,9 @@ extensions = [
 # `docs/notebooks` links to the top-level notebooks (they open in Jupyter from a checkout, and
 # their relative paths hold from either place); the manual executes them at build time so that
 # every picture is current.
+_NOTEBOOKS = Path(__file__).parent / "notebooks"
+if not _NOTEBOOKS.exists():  # an unpacked sdist carries the notebooks, not the link
+    _NOTEBOOKS.symlink_to(Path("..") / "notebooks", target_is_directory=True)
 nb_execution_mode = "force"
 nb_execution_timeout = 120
 nb_execution_raise_on_error = True

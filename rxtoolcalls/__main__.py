@@ -37,6 +37,7 @@ from ._errors import (
     ToolCallStreamError,
     TruncatedToolCallError,
     UnknownToolError,
+    a_or_an,
 )
 from ._policy import DEFAULT, LENIENT, Policy
 from ._sse import DONE, SSEDecoder, chunk_from_event, error_field_error
@@ -540,7 +541,7 @@ def _export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         chunks = _load(name)
     except ToolCallStreamError as exc:
         return _explain(exc, err, "export")
-    from .serve import _a, _home
+    from .serve import _home
 
     # As the wire sends its events (the framing of the route that serves them as they are:
     # Bedrock InvokeModel envelopes as its chunk frames); a capture that shows no wire has
@@ -549,7 +550,9 @@ def _export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     framing = None if home is None else home[1].framing
     to = args.to or ("sse" if framing is None else framing.name)
     if to != "jsonl" and (framing.name if framing is not None else "sse") != to:
-        shown = "a capture that shows no wire" if home is None else _a(f"{home[0].name} capture")
+        shown = (
+            "a capture that shows no wire" if home is None else a_or_an(f"{home[0].name} capture")
+        )
         framed = "sse" if framing is None else framing.name
         raise _UsageError(f"export: {shown} is framed as {framed}, not {to}")
     pieces: list[bytes] = []

@@ -21,6 +21,7 @@ from ._errors import (
     ProviderError,
     StreamInterruptedError,
     ToolCallStreamError,
+    a_or_an,
     clip,
     not_streamed,
     provider_error,
@@ -176,8 +177,8 @@ class _UnusableStreamError(TypeError):
 
 def _unusable(value: object, why: str = "") -> _UnusableStreamError:
     return _UnusableStreamError(
-        f"open_stream returned a {type(value).__name__}{why}; return an Observable of events, "
-        f"an SDK Stream or AsyncStream (or the coroutine that creates it), an openai "
+        f"open_stream returned {a_or_an(type(value).__name__)}{why}; return an Observable of "
+        f"events, an SDK Stream or AsyncStream (or the coroutine that creates it), an openai "
         f"with_streaming_response manager, or an iterable of events"
     )
 

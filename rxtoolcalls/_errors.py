@@ -75,6 +75,11 @@ def not_streamed(what: str) -> str:
     )
 
 
+def a_or_an(words: str) -> str:
+    """``words`` after the article their first letter calls for (by spelling: "an anthropic")."""
+    return f"an {words}" if words[:1].lower() in ("a", "e", "i", "o", "u") else f"a {words}"
+
+
 class ToolCallStreamError(Exception):
     """Root of every error rxtoolcalls raises; nothing of the turn was emitted.
 

@@ -693,9 +693,10 @@ def agent_loop(
       messages, Responses ``function_call_output`` items, one Anthropic user message of
       ``tool_result`` blocks (``is_error`` on failures), one Gemini content of
       ``functionResponse`` parts (a mapping as the ``response`` itself), one Bedrock user
-      message of ``toolResult`` blocks (``"status": "error"`` on failures). Calls of a turn run
-      concurrently on a pool scheduler; server-run items (web search, MCP…) go back
-      verbatim, never dispatched.
+      message of ``toolResult`` blocks (``"status": "error"`` on failures). On a scheduler
+      with threads (``run()``, a pool) the calls of a turn run concurrently; on the subscribing
+      thread alone, one after another. Server-run items (web search, MCP…) go back verbatim,
+      never dispatched.
     - The loop ends on the wire's prose stop: a turn with no client tool calls (Chat
       ``stop``, Responses ``completed``, Anthropic and Bedrock ``end_turn``/``stop_sequence``,
       Gemini ``STOP``). An

@@ -36,7 +36,7 @@ from typing import Any
 
 import reactivex
 
-from ._errors import ProviderError, ToolCallStreamError
+from ._errors import ProviderError, ToolCallStreamError, a_or_an
 from ._reader import recording_wire
 from ._wire import Route, WireSpec
 from .operators import assemble_choices
@@ -178,11 +178,6 @@ def _bare(event: dict[str, Any]) -> Any:
         if unwrap is not None and _wraps(spec, event):
             return unwrap(event)
     return event
-
-
-def _a(words: str) -> str:
-    """``words`` after the article their first letter calls for (by spelling: "an anthropic")."""
-    return f"an {words}" if words[:1].lower() in ("a", "e", "i", "o", "u") else f"a {words}"
 
 
 class ReplayServer:
@@ -417,7 +412,7 @@ class ReplayServer:
                 if wire is not None and wire != serves:
                     self.fail(
                         400,
-                        f"recording {which + 1} is {_a(f'{wire} stream')}, served at "
+                        f"recording {which + 1} is {a_or_an(f'{wire} stream')}, served at "
                         f"{' or '.join(_served_at(wire))}, not at {_route_path(spec, route)}",
                     )
                     return

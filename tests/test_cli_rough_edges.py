@@ -18,7 +18,8 @@ import pytest
 
 import rxtoolcalls.__main__ as cli
 from rxtoolcalls.__main__ import main
-from rxtoolcalls.serve import ReplayServer, _a
+from rxtoolcalls._errors import a_or_an as _a
+from rxtoolcalls.serve import ReplayServer
 from tests.helpers import FIXTURES, extra
 from tests.test_cli_help import _commands
 from tests.wire_builders import case

@@ -118,9 +118,18 @@ def test_every_page_is_in_a_table_of_contents() -> None:
     assert pages | notebooks <= listed
 
 
-def test_the_readme_is_short_and_lists_every_extra() -> None:
+def test_the_readme_is_short_and_every_extra_is_listed_with_what_it_brings() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert readme.count("\n") <= 250
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    for extra in project["project"]["optional-dependencies"]:
-        assert f"| `{extra}` |" in readme, f"the README's table of extras lacks {extra!r}"
+    install = readme.split("## Install", 1)[1].split("\n## ", 1)[0]
+    table = (DOCS / "getting-started.md").read_text(encoding="utf-8")
+    for extra, requirements in project["project"]["optional-dependencies"].items():
+        assert f"`{extra}`" in install, f"the README's install section lacks {extra!r}"
+        # The manual's table says what each extra brings: every package of it, by name.
+        row = re.search(rf"^\| `{extra}` \|([^\n]*)$", table, re.M)
+        assert row is not None, f"Getting started has no row for the {extra!r} extra"
+        for requirement in requirements:
+            name = re.match(r"[A-Za-z0-9_.-]+", requirement)
+            assert name is not None
+            assert f"`{name.group(0)}" in row.group(1), f"{extra}: {name.group(0)} is not named"

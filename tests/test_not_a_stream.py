@@ -221,3 +221,12 @@ def test_a_stream_is_still_read() -> None:
     ]
     turn = reactivex.from_iterable(chunks).pipe(rt.assemble()).run()
     assert (turn.content, turn.finish_reason) == ("a", "stop")
+
+
+@pytest.mark.parametrize(("returned", "said"), [(7, "an int"), (None, "a NoneType")])
+def test_an_unusable_open_stream_value_has_its_article(returned: object, said: str) -> None:
+    errors: list[Exception] = []
+    rt.agent_loop(lambda _: returned, {}, [{"role": "user", "content": "hi"}]).subscribe(
+        on_error=errors.append
+    )
+    assert str(errors[0]).startswith(f"open_stream returned {said}")
