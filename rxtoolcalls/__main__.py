@@ -997,11 +997,14 @@ def _parser() -> argparse.ArgumentParser:
 
     replay = sub.add_parser(
         "replay",
-        help="assemble a capture (.jsonl or raw SSE, - for stdin) and print the message",
+        help="assemble a capture (.jsonl, raw SSE or a raw event-stream body, - for stdin) and "
+        "print the message",
         description="Assemble a capture and print the assistant message as JSON on stdout; "
         "a typed error is one line on stderr and its own exit status.",
     )
-    replay.add_argument("file", nargs="?", help="the capture: .jsonl, raw SSE (.sse or sniffed), -")
+    replay.add_argument(
+        "file", nargs="?", help="the capture: .jsonl, raw SSE (.sse or sniffed), a raw body, -"
+    )
     capture_options(replay, "FILE")
     policy_options(replay)
     pacing = replay.add_mutually_exclusive_group()
@@ -1035,7 +1038,8 @@ def _parser() -> argparse.ArgumentParser:
 
     rec = sub.add_parser(
         "record",
-        help="tee raw SSE (a file or stdin) to a .jsonl capture while assembling it",
+        help="tee a raw body (SSE or event-stream; a file or stdin) to a .jsonl capture while "
+        "assembling it",
         description="Write each chunk of a stream to a .jsonl capture as it arrives (in-band "
         "errors included), then print the assembled message like replay.",
     )
@@ -1044,7 +1048,8 @@ def _parser() -> argparse.ArgumentParser:
         "source",
         nargs="?",
         default="-",
-        help="raw SSE (or a .jsonl capture), read as it arrives; - for stdin (default: -)",
+        help="a raw body (SSE or event-stream) or a .jsonl capture, read as it arrives; - for "
+        "stdin (default: -)",
     )
     rec.add_argument(
         "--force", action="store_true", help="overwrite OUT if it exists (default: off)"
@@ -1058,7 +1063,9 @@ def _parser() -> argparse.ArgumentParser:
         "its wire frames it (Server-Sent Events, or binary AWS event-stream frames), or raw "
         "SSE to .jsonl. Nothing is assembled.",
     )
-    export.add_argument("file", nargs="?", help="the capture: .jsonl, raw SSE (.sse or sniffed), -")
+    export.add_argument(
+        "file", nargs="?", help="the capture: .jsonl, raw SSE (.sse or sniffed), a raw body, -"
+    )
     capture_options(export, "FILE")
     export.add_argument(
         "--to",
@@ -1073,7 +1080,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Answer on 127.0.0.1 with the captures in order, one per request, each at "
         "its wire's path: POST "
         + ", ".join(f"{spec.path} ({spec.title})" for spec in WIRES)
-        + " (give clients other than OpenAI's the address without /v1); after the last "
+        + " (give clients other than OpenAI's the address without /v1); also any path ending "
+        "in "
+        + ", ".join(route.tail for spec in WIRES for route in spec.routes[1:])
+        + "; after the last "
         "capture, the last one is answered again (with --loop, the first). POST /reset (no body "
         "needed: curl -X POST URL/reset) starts over, so that the next request gets the first "
         "capture: a second client run gets what the first one got. A request with stream: "
@@ -1143,8 +1153,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     chat.add_argument(
         "--tools",
-        help="a JSON file with the tools list in the Chat Completions shape (written in the "
-        "wire's own for the others), answered by echo stubs (default: none)",
+        help="a JSON file with the tools list in the Chat Completions shape (sent in the "
+        "wire's own shape on the others), answered by echo stubs (default: none)",
     )
     chat.add_argument(
         "--python",
