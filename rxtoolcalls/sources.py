@@ -20,6 +20,7 @@ import reactivex
 from reactivex import Observable, abc
 from reactivex.disposable import CompositeDisposable, Disposable
 from reactivex.scheduler import CurrentThreadScheduler
+from reactivex.scheduler.eventloop import AsyncIOScheduler
 
 from ._core import whole_response
 from ._errors import (
@@ -407,7 +408,8 @@ def _blocking_source(
     the source is closed before the terminal notification. Without a scheduler, or with
     ``CurrentThreadScheduler``, it runs on the subscribing thread. With another scheduler a
     read over a socket runs on a thread of its own: ``subscribe_on`` sends the dispose through
-    that scheduler, where it would wait behind the read forever.
+    that scheduler, where it would wait behind the read forever. On an asyncio scheduler every
+    read runs on a thread of its own: a blocking read in the loop would stall the loop.
     """
 
     def subscribe(
@@ -440,8 +442,9 @@ def _blocking_source(
             else:
                 observer.on_error(failure)
 
-        if reading.live and not (
-            scheduler is None or isinstance(scheduler, CurrentThreadScheduler)
+        if isinstance(scheduler, AsyncIOScheduler) or (
+            reading.live
+            and not (scheduler is None or isinstance(scheduler, CurrentThreadScheduler))
         ):
             threading.Thread(target=run, name="rxtoolcalls-reader", daemon=True).start()
             return Disposable(reading.stop)

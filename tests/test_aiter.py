@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -273,3 +274,23 @@ def test_not_an_observable_is_a_type_error_at_once() -> None:
 def test_public() -> None:
     assert "to_async_iterator" in rt.__all__
     assert rt.to_async_iterator.__module__.startswith("rxtoolcalls")
+
+
+@pytest.mark.json_parser
+def test_a_blocking_source_is_read_off_the_loop() -> None:
+    # A sync stream with no socket to shut down (a generator, boto3's EventStream, iter_bytes())
+    # is read on a thread of its own: a blocking read in the loop would stall every task.
+    readers: set[int] = set()
+
+    def body() -> Iterator[bytes]:
+        for chunk in rt.sources.read_jsonl(rt.sources.demo_path()):
+            readers.add(threading.get_ident())
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
+
+    async def main() -> list[object]:
+        return [item async for item in rt.to_async_iterator(rt.from_sse(body()))]
+
+    items = asyncio.run(main())
+    assert items == list(rt.sources.read_jsonl(rt.sources.demo_path()))
+    assert readers
+    assert threading.get_ident() not in readers
