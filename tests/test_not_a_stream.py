@@ -15,6 +15,7 @@ import reactivex
 
 import rxtoolcalls as rt
 from rxtoolcalls.wires import WIRES
+from tests.helpers import load_fixture
 
 # -- a framework's chunk ----------------------------------------------------------------------
 
@@ -230,3 +231,20 @@ def test_an_unusable_open_stream_value_has_its_article(returned: object, said: s
         on_error=errors.append
     )
     assert str(errors[0]).startswith(f"open_stream returned {said}")
+
+
+def test_a_closing_summary_after_deltas_is_read_not_refused() -> None:
+    # MiniMax ends its stream with the whole message as a chat.completion frame, after the
+    # deltas: its finish and usage are read, its message is not a second copy of the turn.
+    chunks = load_fixture("openai__parallel_tool_calls")
+    streamed = reactivex.from_iterable(chunks).pipe(rt.assemble()).run()
+    cut = [c for c in chunks if not any(ch.get("finish_reason") for ch in c.get("choices") or [])]
+    summary = {
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": streamed.to_message(), "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 40, "total_tokens": 49},
+    }
+    turn = reactivex.from_iterable([*cut, summary]).pipe(rt.assemble()).run()
+    assert turn.tool_calls == streamed.tool_calls
+    assert turn.finish_reason == "tool_calls"
+    assert turn.usage == summary["usage"]

@@ -6,8 +6,9 @@ Rules (``ChatReader.feed``):
    SDK's ``ChatCompletionChunk``); nested parts may mix both. Unknown fields are ignored.
 2. A chunk with a top-level ``error`` (or ``"object": "error"``) is a ``ProviderError``.
 3. ``choices`` may be missing, empty or null (filter annotations, the usage-only last chunk);
-   ``delta`` may be null. A missing choice ``index`` means choice 0. A choice with a
-   ``message`` and no ``delta`` is a whole ``ChatCompletion``: refused (``not_streamed``).
+   ``delta`` may be null. A missing choice ``index`` means choice 0. A choice that opens with a
+   ``message`` and no ``delta`` is a whole ``ChatCompletion``: refused (``not_streamed``); a
+   ``message`` after deltas (a closing summary, as MiniMax sends) is skipped, its finish read.
 4. Every delta field is read in the same pass: ``content``, ``refusal`` and
    ``reasoning_content``/``reasoning`` are appended per choice; null pieces are skipped.
 5. Tool-call state is keyed on (choice index, tool-call ``index``). Indices are opaque ints
@@ -342,6 +343,7 @@ class _Deltas(_Fragments):
             if ci is None:
                 ci = 0
             state = self._choices.get(ci) if type(ci) is int else None
+            fresh = state is None
             if state is None:
                 if type(ci) is not int or not _MIN_INDEX <= ci <= _MAX_INDEX:
                     raise MalformedChunkError(
@@ -358,7 +360,9 @@ class _Deltas(_Fragments):
                         events = named
                     else:
                         events.extend(named)
-            elif get(choice, "message") is not None:
+            elif fresh and get(choice, "message") is not None:
+                # A whole ChatCompletion opens with its message. After deltas, a message is a
+                # summary some servers send last (MiniMax): its finish and usage are read.
                 raise MalformedChunkError(not_streamed("this chunk"), choice_index=ci)
             if finish:
                 if type(finish) is not str:
