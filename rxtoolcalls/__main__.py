@@ -9,6 +9,7 @@ import importlib
 import importlib.util
 import itertools
 import json
+import math
 import os
 import re
 import socket
@@ -814,7 +815,11 @@ def _base_url(text: str | None) -> str | None:
     """``--base-url`` checked: an http or https address (an SDK says less, later)."""
     if text is None:
         return None
-    parts = urllib.parse.urlsplit(text)
+    try:
+        parts = urllib.parse.urlsplit(text)
+        parts.port  # noqa: B018 - raises for a port out of range or not a number
+    except ValueError as exc:
+        raise _UsageError(f"--base-url {text}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise _UsageError(f"--base-url {text}: expected an http:// or https:// address")
     return text
@@ -929,16 +934,26 @@ class _Parser(argparse.ArgumentParser):
         self.exit(USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def _number(kind: Callable[[str], Any], low: float) -> Callable[[str], Any]:
-    """An argparse type: ``kind`` of at least ``low``."""
+_SECONDS_MAX = threading.TIMEOUT_MAX
+"""The longest pause a thread can wait (a longer one overflows the clock)."""
+
+
+def _number(
+    kind: Callable[[str], Any], low: float, high: float | None = None
+) -> Callable[[str], Any]:
+    """An argparse type: a finite ``kind`` of at least ``low`` (and at most ``high``)."""
 
     def parse(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not value >= low:  # also refuses NaN
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number: {text!r}")
+        if value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low:g}: {text!r}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high:g}: {text!r}")
         return value
 
     return parse
@@ -956,6 +971,8 @@ def _speed(text: str) -> float:
         )
     if not speed > 0:  # also refuses NaN
         raise argparse.ArgumentTypeError(f"must be above 0: {text!r}")
+    if DEMO_PACE / speed > _SECONDS_MAX:
+        raise argparse.ArgumentTypeError(f"so slow a chunk would never come: {text!r}")
     return speed
 
 
@@ -1018,7 +1035,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     pacing.add_argument(
         "--delay",
-        type=_number(float, 0),
+        type=_number(float, 0, _SECONDS_MAX),
         metavar="SECONDS",
         help="seconds between two chunks, 0 for none (default: 0, as fast as they are read)",
     )
@@ -1099,13 +1116,13 @@ def _parser() -> argparse.ArgumentParser:
     capture_options(serve, "FILES")
     serve.add_argument(
         "--port",
-        type=_number(int, 0),
+        type=_number(int, 0, 65535),
         default=8765,
         help="port to listen on, 0 for any free one (default: %(default)s)",
     )
     serve.add_argument(
         "--delay",
-        type=_number(float, 0),
+        type=_number(float, 0, _SECONDS_MAX),
         default=0.03,
         metavar="SECONDS",
         help="seconds between two streamed chunks, 0 for none (default: %(default)s)",

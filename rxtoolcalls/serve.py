@@ -180,6 +180,15 @@ def _bare(event: dict[str, Any]) -> Any:
     return event
 
 
+def _seconds(value: object) -> bool:
+    """Whether ``value`` is a pause a thread can wait: a finite number, 0 or more."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and 0 <= value <= threading.TIMEOUT_MAX
+    )
+
+
 class ReplayServer:
     r"""Serve recordings on 127.0.0.1 (an ephemeral port unless ``port`` is given).
 
@@ -232,6 +241,17 @@ class ReplayServer:
                 raise ValueError(f"recording {number} is empty")
             if not all(isinstance(chunk, dict) for chunk in recording):
                 raise ValueError(f"recording {number} holds a chunk that is not a dict")
+        for name, seconds in [
+            ("delay", delay),
+            *((f"delays[{k}]", v) for k, v in (delays or {}).items()),
+        ]:
+            if not _seconds(seconds):
+                raise ValueError(
+                    f"{name} must be a number of seconds from 0 to a thread's longest wait"
+                )
+        for number, kept in (cut or {}).items():
+            if type(kept) is not int or kept < 0:
+                raise ValueError(f"cut[{number}] must be a count of chunks, 0 or more")
         self.recordings = [list(r) for r in recordings]
         self.wires = [_recording_wire(r) for r in self.recordings]
         """The wire of each recording (``None`` if it shows none)."""
@@ -379,7 +399,7 @@ class ReplayServer:
 
             def do_POST(self) -> None:
                 path = self.path.split("?", 1)[0].rstrip("/")
-                if path.endswith("/reset"):
+                if path in ("/reset", "/v1/reset"):  # the root address, or the one with /v1
                     self.reset()
                     return
                 found = _route(path)

@@ -37,7 +37,9 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 def one_line(err: str) -> str:
     assert "Traceback" not in err
     (said,) = err.strip().splitlines()
-    assert said.startswith(("rxtoolcalls: ", "rxtoolcalls replay: "))
+    assert said.startswith(
+        ("rxtoolcalls: ", "rxtoolcalls replay: ", "rxtoolcalls serve: ", "rxtoolcalls chat: ")
+    )
     return said
 
 
@@ -331,3 +333,51 @@ def test_a_host_that_does_not_resolve_asks_about_the_name() -> None:
     assert found is not None
     assert found[1] == "can this machine resolve the host of http://nowhere.invalid/v1?"
     assert cli._unreachable(RuntimeError("other"), "http://x") is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["replay", PARALLEL, "--delay", "inf"], "argument --delay: must be a finite number"),
+        (["replay", PARALLEL, "--delay", "nan"], "argument --delay: must be a finite number"),
+        (["replay", PARALLEL, "--delay", "1e300"], "argument --delay: must be at most"),
+        (["replay", PARALLEL, "--speed", "1e-300"], "so slow a chunk would never come"),
+        (["serve", "--delay", "inf"], "argument --delay: must be a finite number"),
+        (["serve", "--port", "99999"], "argument --port: must be at most 65535"),
+        (["chat", "hi", "--model", "m", "--temperature", "inf"], "must be a finite number"),
+    ],
+)
+def test_numbers_no_clock_can_wait_are_refused_in_one_line(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv, out=io.StringIO())
+    assert exited.value.code == 2
+    assert said in one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://host:99999/v1", "http://host:port/v1"])
+def test_a_base_url_that_does_not_parse_is_one_line(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["chat", "hi", "--model", "m", "--base-url", url], capsys)
+    assert code == 2
+    assert one_line(err).startswith(f"rxtoolcalls: --base-url {url}: ")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"delay": -1.0},
+        {"delay": float("inf")},
+        {"delays": {0: float("nan")}},
+        {"delays": {0: "0.1"}},
+        {"delays": {0: True}},
+        {"cut": {0: -1}},
+        {"cut": {0: 1.5}},
+    ],
+)
+def test_replay_server_refuses_a_pause_or_cut_it_cannot_keep(options: dict[str, object]) -> None:
+    recording = [{"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": "stop"}]}]
+    with pytest.raises(ValueError, match="must be"):
+        ReplayServer([recording], **options)  # type: ignore[arg-type]

@@ -146,3 +146,13 @@ def test_a_recording_at_another_wire_s_path_is_named_with_the_right_article() ->
         status, reply = _post(server, "/v1/chat/completions")
     assert status == 400
     assert reply["error"]["message"].startswith("recording 1 is an anthropic stream, served at ")
+
+
+def test_only_the_reset_path_resets() -> None:
+    with ReplayServer([_said("one"), _said("two")]) as server:
+        assert _answer(server) == "one"
+        status, _ = _post(server, "/v1/chat/completions/reset")
+        assert status != 200
+        assert _answer(server) == "two"
+        assert _post(server, "/v1/reset", None)[0] == 200  # the address with /v1, as the SDKs use
+        assert _answer(server) == "one"
