@@ -225,7 +225,7 @@ def test_a_stream_is_still_read() -> None:
 
 
 @pytest.mark.parametrize(("returned", "said"), [(7, "an int"), (None, "a NoneType")])
-def test_an_unusable_open_stream_value_has_its_article(returned: object, said: str) -> None:
+def test_an_unusable_open_stream_value_has_its_article(returned: Any, said: str) -> None:
     errors: list[Exception] = []
     rt.agent_loop(lambda _: returned, {}, [{"role": "user", "content": "hi"}]).subscribe(
         on_error=errors.append
