@@ -775,9 +775,17 @@ def _raw_stream(stream: Any) -> Any:
 
 
 def _sdk_source(
-    stream: Iterable[Any], owner: object, keep: Callable[[Any], bool]
+    stream: Iterable[Any],
+    owner: object,
+    keep: Callable[[Any], bool],
+    *,
+    close_any_thread: bool = True,
 ) -> Observable[Any]:
-    """Read an SDK stream with ``_blocking_source``; closing ``owner`` frees its response."""
+    """Read an SDK stream with ``_blocking_source``; closing ``owner`` frees its response.
+
+    ``close_any_thread=False`` for a stream that is a generator, which cannot be closed while
+    its reader runs.
+    """
 
     def read(observer: abc.ObserverBase[Any], stopped: threading.Event) -> None:
         for event in stream:
@@ -797,7 +805,9 @@ def _sdk_source(
             closer()
 
     response = getattr(stream, "response", None) or getattr(owner, "response", None)
-    return _blocking_source(read, close, response, close_any_thread=True, typed=_typed_sdk_error)
+    return _blocking_source(
+        read, close, response, close_any_thread=close_any_thread, typed=_typed_sdk_error
+    )
 
 
 def _is_manager(stream: object, enter: str, iterate: str) -> bool:

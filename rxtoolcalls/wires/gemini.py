@@ -46,7 +46,6 @@ import hashlib
 import inspect
 import json
 import os
-import threading
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
@@ -60,7 +59,7 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     import asyncio
 
-    from reactivex import Observable, abc
+    from reactivex import Observable
 
 from .._core import (
     _ABSENT,
@@ -117,12 +116,10 @@ from .._wire import (
     text_of,
 )
 from ..sources import (
-    _blocking_source,
     _close,
-    _Downstream,
-    _nothing,
+    _every,
+    _sdk_source,
     _typed_errors,
-    _typed_sdk_error,
     from_async_iterable,
 )
 
@@ -1442,25 +1439,8 @@ def from_gemini_stream(stream: Any) -> Observable[Any]:
     if not isinstance(stream, Iterable) or isinstance(stream, str | bytes | Mapping):
         raise _not_a_gemini_stream("from_gemini_stream", stream)
 
-    def read(observer: abc.ObserverBase[Any], stopped: threading.Event) -> None:
-        for chunk in stream:
-            if stopped.is_set():
-                return
-            try:
-                observer.on_next(chunk)
-            except Exception as error:  # noqa: BLE001 - the subscriber's: raised by run()
-                raise _Downstream(error) from None
-            if stopped.is_set():
-                return
-
-    closer = getattr(stream, "close", None)
-    return _blocking_source(
-        read,
-        closer if callable(closer) else _nothing,
-        None,
-        close_any_thread=False,
-        typed=_typed_sdk_error,
-    )
+    # google-genai's stream is a generator: closed by its reader, never from another thread.
+    return _sdk_source(stream, stream, _every, close_any_thread=False)
 
 
 def from_async_gemini_stream(
