@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -294,3 +295,31 @@ def test_a_blocking_source_is_read_off_the_loop() -> None:
     assert items == list(rt.sources.read_jsonl(rt.sources.demo_path()))
     assert readers
     assert threading.get_ident() not in readers
+
+
+@pytest.mark.json_parser
+def test_leaving_a_blocking_source_ends_its_reader_thread_and_closes_it() -> None:
+    # The reader thread started for a blocking source stops at the next chunk after the
+    # consumer leaves, and the source is closed: no thread and no open body stay behind.
+    closed = threading.Event()
+
+    def body() -> Iterator[bytes]:
+        try:
+            for chunk in rt.sources.read_jsonl(rt.sources.demo_path()):
+                yield f"data: {json.dumps(chunk)}\n\n".encode()
+                time.sleep(0.005)
+        finally:
+            closed.set()
+
+    async def main() -> None:
+        async with contextlib.aclosing(rt.to_async_iterator(rt.from_sse(body()))) as items:
+            async for _ in items:
+                break
+
+    before = {thread.ident for thread in threading.enumerate()}
+    asyncio.run(main())
+    assert closed.wait(5)
+    deadline = time.monotonic() + 5
+    while {t.ident for t in threading.enumerate() if t.name == "rxtoolcalls-reader"} - before:
+        assert time.monotonic() < deadline, "the reader thread outlived the consumer"
+        time.sleep(0.01)
