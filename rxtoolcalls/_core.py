@@ -47,6 +47,7 @@ from ._errors import (
     excerpt,
     not_streamed,
 )
+from ._fields import CallFields
 from ._paths import PathError, PathTree
 from ._policy import DEFAULT, Policy
 from ._types import (
@@ -184,6 +185,7 @@ class Call:
         "closed",
         "data",
         "end",
+        "fields",
         "final",
         "id",
         "index",
@@ -250,6 +252,9 @@ class Call:
         # Where pieces go: ``None`` for ``data`` (the hot paths append inline), otherwise a
         # group's push when an Rx operator routes them to an inner stream, or a drop.
         self.sink: Callable[[str], object] | None = None if keep_arguments else _discard
+        # Field events (``fields()``, ``lifecycle(fields=True)``): told of values set by path
+        # and of a final value that replaced the pieces; the sink passes it the pieces.
+        self.fields: CallFields | None = None
 
     def write(self, piece: str) -> None:
         """Append a piece to ``data`` (the hot paths inline this)."""
@@ -1062,6 +1067,8 @@ class _Calls(_State):
             self._budget -= grown
         self._count("replaced_provisional_arguments")
         call.final = value
+        if call.fields is not None:
+            call.fields.replaced(value)
 
     def set_path(self, call: Call, path: object, value: object, grows: bool) -> None:
         """Set one value of ``call``'s arguments at a JSON path (rule 8).
@@ -1085,7 +1092,9 @@ class _Calls(_State):
             )
         tree = call.tree
         if tree is None:
-            tree = call.tree = PathTree(self._policy.limits.max_depth)
+            tree = call.tree = PathTree(
+                self._policy.limits.max_depth, None if call.fields is None else call.fields.path
+            )
             # An open tree's size is charged to the turn's budget, as any argument text is,
             # and given back when the tree is written as its call's text. Until then the
             # call takes no text: its grant for text goes back.
@@ -1175,7 +1184,10 @@ class _Calls(_State):
         call.tree = None
         self._ungrant(tree)
         self._budget += tree.size
-        self._piece(self._choices[call.choice_index], call, tree.text())
+        text = tree.text()
+        if call.fields is not None:
+            call.fields.paths_closed(text)
+        self._piece(self._choices[call.choice_index], call, text)
         return not tree.growing
 
     def _grant(self, call: Call, size: int) -> None:

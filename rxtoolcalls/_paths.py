@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from itertools import pairwise
-from typing import Any
+from typing import Any, TypeAlias
 
-__all__ = ["PathError", "PathTree"]
+__all__ = ["PathError", "PathTree", "Watch"]
+
+Watch: TypeAlias = Callable[[tuple[str | int, ...], str, object, bool], None]
+"""Told of each value set: its steps, a string's new characters, and the value once done."""
 
 
 class PathError(ValueError):
@@ -35,11 +39,12 @@ class PathError(ValueError):
 class _Text:
     """A string value still growing: its pieces, joined once when the object is written."""
 
-    __slots__ = ("open", "pieces")
+    __slots__ = ("open", "pieces", "steps")
 
-    def __init__(self, piece: str, open_: bool) -> None:
+    def __init__(self, piece: str, open_: bool, steps: tuple[str | int, ...]) -> None:
         self.pieces = [piece]
         self.open = open_
+        self.steps = steps
 
 
 def _join(value: object) -> str:
@@ -104,15 +109,18 @@ class PathTree:
     wire's fast path may grow it to without a limit check (its owner's grant; none at first).
     """
 
-    __slots__ = ("_max_depth", "end", "growing", "root", "size")
+    __slots__ = ("_max_depth", "end", "growing", "root", "size", "watch")
 
-    def __init__(self, max_depth: int) -> None:
+    def __init__(self, max_depth: int, watch: Watch | None = None) -> None:
         self.root: dict[str, Any] = {}
         self.size = 2
         self.end = 0
         self._max_depth = max_depth
         # The strings still growing, by path: a wire's next piece for one skips the walk.
         self.growing: dict[str, _Text] = {}
+        # Told of every value set, for field events (``_fields``); a wire's fast path that
+        # grows a string without ``set`` is taken only while nobody watches.
+        self.watch = watch
 
     def set(self, path: str, value: object, grows: bool) -> int:
         """Set ``value`` (a ``str``, number, ``bool`` or ``None``) at ``path``.
@@ -127,6 +135,8 @@ class PathTree:
             if not grows:
                 text.open = False
                 del self.growing[path]
+            if self.watch is not None:
+                self._tell(text, value)
             return len(value)
         found = steps(path)
         if not found:
@@ -137,8 +147,14 @@ class PathTree:
         node: Any = self.root
         for step, after in pairwise(found):
             node = self._child(node, step, {} if type(after) is str else [], path)
-        self._leaf(node, found[-1], value, grows, path)
+        self._leaf(node, tuple(found), value, grows, path)
         return self.size - before
+
+    def _tell(self, text: _Text, added: str) -> None:
+        """Tell the watcher of a string's new characters, and of the string once it is done."""
+        assert self.watch is not None
+        done = not text.open
+        self.watch(text.steps, added, "".join(text.pieces) if done else None, done)
 
     def _fits(self, node: Any, step: str | int, path: str) -> bool:
         """Whether ``node`` has ``step`` already (rule 2 for arrays: no gaps)."""
@@ -177,7 +193,10 @@ class PathTree:
         self.size += 2
         return empty
 
-    def _leaf(self, node: Any, step: str | int, value: object, grows: bool, path: str) -> None:
+    def _leaf(
+        self, node: Any, found: tuple[str | int, ...], value: object, grows: bool, path: str
+    ) -> None:
+        step = found[-1]
         if self._fits(node, step, path):
             # An open string is in ``growing`` under the path it was first set by; another
             # spelling of that path ($.a and $['a']) reaches it here.
@@ -188,14 +207,18 @@ class PathTree:
                 self.size += len(value)
                 if not grows:
                     self.growing = {p: t for p, t in self.growing.items() if t is not held}
+                if self.watch is not None:
+                    self._tell(held, value)
                 return
             raise PathError(f"the path {_shown(path)} was set before: a value is set once")
         if type(value) is str:
-            text = _Text(value, grows)
+            text = _Text(value, grows, found)
             self._put(node, step, text)
             self.size += len(value) + 2
             if grows:
                 self.growing[path] = text
+            if self.watch is not None:
+                self._tell(text, value)
         else:
             try:
                 written = 4 if value is None or type(value) is bool else len(repr(value))
@@ -207,6 +230,8 @@ class PathTree:
                 ) from exc
             self._put(node, step, value)
             self.size += written
+            if self.watch is not None:
+                self.watch(found, "", value, True)
 
     def text(self) -> str:
         """The object as JSON text (rule 4)."""

@@ -19,8 +19,10 @@ __all__ = [
     "ToolCall",
     "ToolCallBuffer",
     "ToolCallCommitted",
+    "ToolCallField",
     "ToolCallProgress",
     "ToolCallStarted",
+    "ToolCallText",
     "Wire",
     "documented_state",
     "tool_content",
@@ -291,6 +293,40 @@ class ToolCallProgress:
         Read on demand (one copy per call), so events nobody reads cost no copy.
         """
         return self._view()[: self.characters]
+
+
+@documented_state
+@dataclass(frozen=True, slots=True)
+class ToolCallField:
+    """A value in a call's arguments is complete: ``value`` is the final parse's at ``path``.
+
+    ``path`` holds keys and list positions; ``()`` is the whole arguments, which says they are
+    structurally complete (``ToolCallCommitted`` is still the commitment). A container holds
+    the very values its members' events carried: read them, never change them.
+    """
+
+    index: int
+    id: str | None
+    name: str | None
+    path: tuple[str | int, ...]
+    value: Any
+    choice_index: int = 0
+
+
+@documented_state
+@dataclass(frozen=True, slots=True)
+class ToolCallText:
+    """Characters appended to the string at ``path`` since the last event for it: decoded text.
+
+    Never empty; joined, a string's events make its value, and its ``ToolCallField`` follows.
+    """
+
+    index: int
+    id: str | None
+    name: str | None
+    path: tuple[str | int, ...]
+    text: str
+    choice_index: int = 0
 
 
 @documented_state

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias, overload
 
 import reactivex
 from reactivex import GroupedObservable, Observable, abc
@@ -27,6 +27,7 @@ from reactivex.disposable import Disposable
 from ._close import build_turns, check_finish, every_turn, resolve_policy, single_turn
 from ._core import Call, _discard
 from ._errors import MalformedChunkError, StreamInterruptedError
+from ._fields import CallFields
 from ._lift import Fail, Fold, Stage, SubscriberRaised, fold, lift
 from ._policy import Policy, PolicyName
 from ._reader import reader as TurnReader
@@ -36,8 +37,10 @@ from ._types import (
     StreamEnd,
     ToolCallBuffer,
     ToolCallCommitted,
+    ToolCallField,
     ToolCallProgress,
     ToolCallStarted,
+    ToolCallText,
     Wire,
 )
 
@@ -50,6 +53,7 @@ __all__ = [
     "atomic_batch",
     "atomic_choices",
     "concat_arguments",
+    "fields",
     "group_by_index",
     "lifecycle",
     "on_finish_reason",
@@ -527,33 +531,49 @@ def assemble_with_progress(
 
 
 CallEvent: TypeAlias = "ToolCallStarted | ToolCallProgress | ToolCallCommitted"
+FieldEvent: TypeAlias = "ToolCallField | ToolCallText"
 
 
-def lifecycle(
-    policy: Policy | PolicyName | None = None, *, every: int = 64, wire: Wire | None = None
-) -> Callable[[Observable[Chunk]], Observable[CallEvent]]:
-    """Per-call events for UIs: started, arguments progress, committed at the finish.
+def _call_events(
+    policy: Policy,
+    wire: Wire | None,
+    *,
+    every: int | None,
+    with_fields: bool,
+    strings: bool,
+    commit: bool,
+) -> Callable[[Observable[Chunk]], Observable[Any]]:
+    """The stage of ``lifecycle()`` (``commit``) and of ``fields()`` (no starts, no commits).
 
-    ``Observable[Chunk] -> Observable[ToolCallStarted | ToolCallProgress | ToolCallCommitted]``.
-    A ``ToolCallProgress`` comes every ``every`` argument fragments of a call (counts only); the
-    ``ToolCallCommitted`` events come when the source completes and the whole turn validated,
-    in call order — or one error instead, exactly as ``assemble()`` would raise::
-
-        chunks:  -c0--c1-...-c64--|     (c0 names call 0)
-        output:  -s0---------p0---(k0,|)
-
-    Cost: one counter per fragment; the partial text is read only by ``partial_arguments()``.
+    What a chunk completes follows its start events; the close validates the turn.
     """
-    if every < 1:
-        raise ValueError("every must be at least 1")
-    chosen = resolve_policy(policy, None)
-    forced = resolve_wire(wire)
+    max_depth = policy.limits.max_depth
 
-    def make(observer: abc.ObserverBase[CallEvent], fail: Fail) -> Stage[Chunk]:
+    def make(observer: abc.ObserverBase[Any], fail: Fail) -> Stage[Chunk]:
+        # What a chunk completes, emitted after its start events.
+        pending: list[object] = []
+
         def on_open(call: Call) -> None:
             data = call.data
             count = 0
-            left = every  # a countdown: one test a piece, no division
+            left = every or 0  # a countdown: one test a piece, no division
+            scan: Callable[[str], None] | None = None
+            if with_fields:
+
+                def on_field(path: tuple[str | int, ...], value: object) -> None:
+                    pending.append(
+                        ToolCallField(
+                            call.index, call.id, call.name, path, value, call.choice_index
+                        )
+                    )
+
+                def on_text(path: tuple[str | int, ...], text: str) -> None:
+                    pending.append(
+                        ToolCallText(call.index, call.id, call.name, path, text, call.choice_index)
+                    )
+
+                call.fields = CallFields(on_field, on_text if strings else None, max_depth)
+                scan = call.fields.text
 
             def sink(piece: str) -> None:
                 nonlocal count, left, data
@@ -561,10 +581,12 @@ def lifecycle(
                     data += str.encode(piece)  # type: ignore[operator]
                 except UnicodeEncodeError:
                     call.write(piece)
+                if scan is not None:
+                    scan(piece)
                 left -= 1
                 if not left:
-                    left = every
-                    count += every
+                    left = every or 0
+                    count += left
                     pending.append(
                         ToolCallProgress(
                             call.index,
@@ -579,14 +601,14 @@ def lifecycle(
 
             call.sink = sink
 
-        reader = TurnReader(chosen, wire=forced, on_open=on_open, on_error=fail)
-        # Progress found while reading a chunk follows the chunk's start events.
-        pending: list[ToolCallProgress] = []
+        reader = TurnReader(policy, wire=wire, on_open=on_open, on_error=fail, announce=commit)
 
         def on_completed() -> None:
-            for turn in reader.close_choices():
-                for call in turn.tool_calls:
-                    observer.on_next(ToolCallCommitted(call, turn.choice_index))
+            turns = reader.close_choices()
+            if commit:
+                for turn in turns:
+                    for call in turn.tool_calls:
+                        observer.on_next(ToolCallCommitted(call, turn.choice_index))
             observer.on_completed()
 
         def on_error(_: Exception) -> None:
@@ -594,7 +616,133 @@ def lifecycle(
             # (a read one does so as it closes).
             for call in reader.calls():
                 call.sink = None
+                if call.fields is not None:
+                    call.fields.stop()
+                    call.fields = None
 
         return Stage(reader.feed, on_completed, on_error, direct=True, emits=True, pending=pending)
 
     return lift(make)
+
+
+@overload
+def lifecycle(
+    policy: Policy | PolicyName | None = None,
+    *,
+    every: int = 64,
+    wire: Wire | None = None,
+    fields: Literal[False] = False,
+    strings: Literal[False] = False,
+) -> Callable[[Observable[Chunk]], Observable[CallEvent]]: ...
+
+
+@overload
+def lifecycle(
+    policy: Policy | PolicyName | None = None,
+    *,
+    every: int = 64,
+    wire: Wire | None = None,
+    fields: Literal[True],
+    strings: bool = False,
+) -> Callable[[Observable[Chunk]], Observable[CallEvent | FieldEvent]]: ...
+
+
+def lifecycle(
+    policy: Policy | PolicyName | None = None,
+    *,
+    every: int = 64,
+    wire: Wire | None = None,
+    fields: bool = False,
+    strings: bool = False,
+) -> Callable[[Observable[Chunk]], Observable[Any]]:
+    """Per-call events for UIs: started, arguments progress, committed at the finish.
+
+    ``Observable[Chunk] -> Observable[ToolCallStarted | ToolCallProgress | ToolCallCommitted]``.
+    A ``ToolCallProgress`` comes every ``every`` argument fragments of a call (counts only); the
+    ``ToolCallCommitted`` events come when the source completes and the whole turn validated,
+    in call order — or one error instead, exactly as ``assemble()`` would raise::
+
+        chunks:  -c0--c1-...-c64--|     (c0 names call 0)
+        output:  -s0---------p0---(k0,|)
+
+    ``fields=True`` adds the events of ``fields()`` (``strings=True`` its text events too),
+    interleaved in the order they happen, from the same subscription. Cost: one counter per
+    fragment; the partial text is read only by ``partial_arguments()``; ``fields`` adds the
+    cost of ``fields()``.
+    """
+    if every < 1:
+        raise ValueError("every must be at least 1")
+    if strings and not fields:
+        raise ValueError("strings=True adds to the field events: pass fields=True too")
+    return _call_events(
+        resolve_policy(policy, None),
+        resolve_wire(wire),
+        every=every,
+        with_fields=fields,
+        strings=strings,
+        commit=True,
+    )
+
+
+@overload
+def fields(
+    policy: Policy | PolicyName | None = None,
+    *,
+    strings: Literal[False] = False,
+    wire: Wire | None = None,
+) -> Callable[[Observable[Chunk]], Observable[ToolCallField]]: ...
+
+
+@overload
+def fields(
+    policy: Policy | PolicyName | None = None,
+    *,
+    strings: bool,
+    wire: Wire | None = None,
+) -> Callable[[Observable[Chunk]], Observable[ToolCallField | ToolCallText]]: ...
+
+
+def fields(
+    policy: Policy | PolicyName | None = None,
+    *,
+    strings: bool = False,
+    wire: Wire | None = None,
+) -> Callable[[Observable[Chunk]], Observable[Any]]:
+    """Each value of each call's arguments the moment it is complete, never a half value.
+
+    ``Observable[Chunk] -> Observable[ToolCallField]`` (``| ToolCallText`` with ``strings``).
+    A string comes at its closing quote, a number once a delimiter follows it, ``true``,
+    ``false`` and ``null`` when whole, an object or array when it closes: members before their
+    container, in document order, the root ``()`` last. Each value is what the final parse
+    gives at its path. The stream completes once the turn validated, or ends with the error
+    ``assemble()`` would raise::
+
+        chunks:  -c0------c1------c2-|      ('{"path": "a', 'pp.py", "n": 1', '2}')
+        output:  ---------f1---------(f2,f0,|)   path, then n=12, then the root
+
+    >>> import reactivex
+    >>> from reactivex import operators as ops
+    >>> pieces = ['{"path": "a', 'pp.py", "n": 1', "2}"]
+    >>> chunks = [{"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c",
+    ...     "function": {"name": "edit", "arguments": p}}]}}]} for p in pieces]
+    >>> chunks.append({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]})
+    >>> for event in reactivex.from_iterable(chunks).pipe(fields(), ops.to_list()).run():
+    ...     print(event.path, event.value)
+    ('path',) app.py
+    ('n',) 12
+    () {'path': 'app.py', 'n': 12}
+
+    ``strings=True`` adds ``ToolCallText`` events: a string's decoded characters as each
+    fragment brings them, before its field. A repeated key is reported each time; the object
+    keeps the last, as ``json.loads`` does. The root field is not a commitment: dispatch on
+    ``assemble()`` or ``lifecycle()``'s ``ToolCallCommitted``. Cost: linear in the argument
+    text (string contents skipped in bulk), on top of ``assemble()``'s.
+    """
+    return _call_events(
+        resolve_policy(policy, None),
+        resolve_wire(wire),
+        every=None,
+        with_fields=True,
+        strings=strings,
+        commit=False,
+    )

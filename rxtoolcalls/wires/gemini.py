@@ -689,6 +689,7 @@ class GeminiReader(_Parts):
             tree = call.tree
             if (
                 tree is None
+                or tree.watch is not None
                 or type(function_call) is not dict
                 or len(function_call) != 2
                 or "finishReason" in candidate

@@ -1,0 +1,442 @@
+r"""Field events: each value of a call's arguments, the moment it is complete, in linear time.
+
+One ``FieldScanner`` per call reads the argument text as it streams, once per character:
+string contents and runs of digits or whitespace are skipped in bulk by regular expressions,
+never a Python step per character. Rules:
+
+1. A value is complete, and reported with its path, when nothing later can change it: a string
+   at its closing quote, a number once a character that cannot continue it follows, ``true``,
+   ``false`` and ``null`` when the word is whole, an object or array at its closing bracket.
+2. The order is completion order: members and items in document order, each before its
+   container, the root ``()`` last.
+3. Each value is what the final parse gives at its path: strings, numbers and keys are decoded
+   by the same decoder as the close (``_close`` rule 2), and a container holds the very values
+   reported for its members. A repeated key is reported each time its value completes; its
+   object keeps the last, as the final parse does.
+4. Text that is not the start of a valid JSON object, or nests deeper than ``Limits.max_depth``,
+   stops the scan: nothing more is reported for that call, and its state is let go. The close
+   gives the turn's typed error; what was reported before equals the valid prefix's values.
+5. With ``strings``, a string value's decoded characters are also reported as they arrive, one
+   piece per fragment (never empty). Only a cut escape, or the first half of a surrogate pair,
+   waits for the next fragment.
+6. Arguments set by path (``_paths``) are reported as they are set: a string when its last
+   fragment says no more, any other value at once, and the containers when the call closes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from json import decoder
+from typing import Any, TypeAlias
+
+from ._close import _STRICT
+
+__all__ = ["CallFields", "FieldPath", "FieldScanner", "OnField", "OnText"]
+
+FieldPath: TypeAlias = tuple[str | int, ...]
+OnField: TypeAlias = Callable[[FieldPath, Any], None]
+OnText: TypeAlias = Callable[[FieldPath, str], None]
+
+_SPACE = re.compile(r"[ \t\n\r]*+")
+# A string's contents up to its closing quote, escapes skipped whole; it stops short at a
+# backslash that ends the fragment.
+_STRING_BODY = re.compile(r'(?:[^"\\]++|\\.)*+', re.DOTALL)
+# What can be decoded already: escapes whole, a cut one left for the next fragment.
+_DECODABLE = re.compile(r'(?:[^\\]++|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+')
+_HIGH_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}")
+_NUMBER = re.compile(r"[-+.eE0-9]*+")
+_WORDS = {"t": "true", "f": "false", "n": "null"}
+_WORD_VALUES: dict[str, object] = {"true": True, "false": False, "null": None}
+
+# The decoder's string scanner (C where CPython has it), strict like the close's decoder.
+_scanstring: Callable[[str, int, bool], tuple[str, int]] = decoder.scanstring  # type: ignore[attr-defined]
+
+# States, as small ints: the scan loop compares them on every token.
+_VALUE = 0  # a value must come (after ':' or ',' in an array)
+_FIRST_VALUE = 1  # after '[': a value or ']'
+_KEY = 2  # after ',' in an object: a key
+_FIRST_KEY = 3  # after '{': a key or '}'
+_COLON = 4
+_AFTER = 5  # after a value: ',' or the container's close
+_STRING = 6
+_KEY_STRING = 7
+_NUMBER_TOKEN = 8
+_WORD = 9
+_DONE = 10  # the root closed: whitespace only
+_DEAD = 11
+_START = 12  # nothing yet: the root object must open
+
+
+def _decode(raw: str) -> str:
+    """The characters of a string's raw contents (escapes whole); ``ValueError`` if not JSON."""
+    return _scanstring(raw + '"', 0, True)[0]
+
+
+def _ends_in_high_surrogate(raw: str) -> bool:
+    """Whether ``raw`` (escapes whole) ends in the escape of a pair's first half."""
+    if len(raw) < 6 or _HIGH_SURROGATE.fullmatch(raw, len(raw) - 6) is None:
+        return False
+    # The backslash is an escape's own only after an even run of backslashes.
+    head = raw[: len(raw) - 6]
+    return (len(head) - len(head.rstrip("\\"))) % 2 == 0
+
+
+class FieldScanner:
+    """The incremental scan of one call's argument text (rules 1-5).
+
+    ``feed`` each argument fragment; ``on_field(path, value)`` hears of every complete value,
+    ``on_text(path, text)`` (given) of every string's new characters. Cost: linear in the
+    text; a fragment's work is bounded by its size.
+    """
+
+    __slots__ = (
+        "_containers",
+        "_escape",
+        "_held",
+        "_keys",
+        "_max_depth",
+        "_on_field",
+        "_on_text",
+        "_paths",
+        "_raw",
+        "_state",
+        "_string_path",
+        "_word",
+    )
+
+    def __init__(self, on_field: OnField, on_text: OnText | None, max_depth: int) -> None:
+        self._on_field = on_field
+        self._on_text = on_text
+        self._max_depth = max_depth
+        self._state = _START
+        # One entry per open container: the value being built, its path, its pending key.
+        self._containers: list[Any] = []
+        self._paths: list[FieldPath] = []
+        self._keys: list[str | None] = []
+        # The open token's raw text (a key, a number, or a string read without ``on_text``),
+        # or a string's decoded pieces (with ``on_text``).
+        self._raw: list[str] = []
+        # A string's raw characters not decoded yet (a cut escape, a pair's first half).
+        self._held = ""
+        self._escape = False  # the fragment ended in a string's backslash
+        self._word = ""
+        self._string_path: FieldPath = ()
+
+    @property
+    def dead(self) -> bool:
+        """Whether the scan stopped (rule 4): the text cannot be a valid object's start."""
+        return self._state == _DEAD
+
+    def stop(self) -> None:
+        """Stop the scan and let its state go (rule 4)."""
+        self._state = _DEAD
+        self._containers = []
+        self._paths = []
+        self._keys = []
+        self._raw = []
+        self._held = ""
+
+    def _path(self) -> FieldPath:
+        """The path of the value that comes next."""
+        if not self._containers:
+            return ()
+        container = self._containers[-1]
+        if type(container) is list:
+            return (*self._paths[-1], len(container))
+        return (*self._paths[-1], self._keys[-1])  # type: ignore[arg-type]
+
+    def _complete(self, value: object) -> None:
+        """Report a complete value and put it in its container."""
+        containers = self._containers
+        if not containers:
+            # Only an object opens the root (``_START``), so this is the root closing.
+            self._state = _DONE
+            self._on_field((), value)
+            return
+        container = containers[-1]
+        if type(container) is list:
+            self._on_field((*self._paths[-1], len(container)), value)
+            container.append(value)
+        else:
+            key = self._keys[-1]
+            self._on_field((*self._paths[-1], key), value)  # type: ignore[arg-type]
+            container[key] = value
+        self._state = _AFTER
+
+    def _open(self, container: dict[str, Any] | list[Any], state: int) -> bool:
+        """Open a container; ``False`` (and the scan stops) past ``max_depth``."""
+        if len(self._containers) >= self._max_depth:
+            self.stop()
+            return False
+        path = self._path()
+        self._containers.append(container)
+        self._paths.append(path)
+        self._keys.append(None)
+        self._state = state
+        return True
+
+    def _close(self, kind: type) -> bool:
+        """Close the innermost container, of ``kind``; ``False`` (and stop) if it is another."""
+        containers = self._containers
+        if type(containers[-1]) is not kind:
+            self.stop()
+            return False
+        value = containers.pop()
+        self._paths.pop()
+        self._keys.pop()
+        self._complete(value)
+        return True
+
+    def feed(self, piece: str) -> None:
+        """Read one fragment of the argument text, reporting what it completes."""
+        state = self._state
+        if state == _DEAD:
+            return
+        i, n = 0, len(piece)
+        # Finish a token the last fragment left open.
+        if state in (_STRING, _KEY_STRING):
+            i = self._string(piece, 0)
+        elif state == _NUMBER_TOKEN:
+            i = self._number(piece, 0)
+        elif state == _WORD:
+            i = self._word_rest(piece, 0)
+        space = _SPACE.match
+        while 0 <= i < n:
+            i = space(piece, i).end()  # type: ignore[union-attr]
+            if i == n:
+                return
+            c = piece[i]
+            state = self._state
+            if state == _AFTER:
+                if c == ",":
+                    self._state = _VALUE if type(self._containers[-1]) is list else _KEY
+                    i += 1
+                elif c == "}":
+                    i = i + 1 if self._close(dict) else -1
+                elif c == "]":
+                    i = i + 1 if self._close(list) else -1
+                else:
+                    break
+            elif state <= _FIRST_VALUE:
+                if c == '"':
+                    i = self._string_open(piece, i + 1, _STRING)
+                elif c == "{":
+                    i = i + 1 if self._open({}, _FIRST_KEY) else -1
+                elif c == "[":
+                    i = i + 1 if self._open([], _FIRST_VALUE) else -1
+                elif c == "]" and state == _FIRST_VALUE:
+                    i = i + 1 if self._close(list) else -1
+                elif c in _WORDS:
+                    self._word = _WORDS[c]
+                    self._raw = []
+                    self._state = _WORD
+                    i = self._word_rest(piece, i)
+                elif c == "-" or "0" <= c <= "9":
+                    self._raw = []
+                    self._state = _NUMBER_TOKEN
+                    i = self._number(piece, i)
+                else:
+                    break
+            elif state <= _FIRST_KEY:
+                if c == '"':
+                    i = self._string_open(piece, i + 1, _KEY_STRING)
+                elif c == "}" and state == _FIRST_KEY:
+                    i = i + 1 if self._close(dict) else -1
+                else:
+                    break
+            elif state == _COLON:
+                if c != ":":
+                    break
+                self._state = _VALUE
+                i += 1
+            elif state == _START:
+                if c != "{":
+                    break
+                i = i + 1 if self._open({}, _FIRST_KEY) else -1
+            else:  # _DONE: anything but whitespace after the root
+                break
+        else:
+            return
+        self.stop()
+
+    def _string_open(self, piece: str, i: int, state: int) -> int:
+        self._state = state
+        self._raw = []
+        self._held = ""
+        if state == _STRING and self._on_text is not None:
+            self._string_path = self._path()
+        return self._string(piece, i)
+
+    def _string(self, piece: str, i: int) -> int:
+        """Read a string's contents from ``i``; the position after it, or ``len(piece)``."""
+        raw = self._raw
+        n = len(piece)
+        start = i
+        if self._escape:
+            # The escaped character, cut from its backslash by the fragment's end.
+            if i >= n:
+                return n
+            self._escape = False
+            i += 1
+        end = _STRING_BODY.match(piece, i).end()  # type: ignore[union-attr]
+        closed = end < n and piece[end] == '"'
+        cut = end < n and not closed  # a backslash, the fragment's last character
+        if cut:
+            self._escape = True
+            end = n
+        if self._state == _STRING and self._on_text is not None:
+            return self._text(piece, start, end, closed)
+        if end > start:
+            raw.append(piece[start:end])
+        if not closed:
+            return n
+        try:
+            value = _decode("".join(raw))
+        except ValueError:
+            self.stop()
+            return -1
+        self._raw = []
+        if self._state == _KEY_STRING:
+            self._keys[-1] = value
+            self._state = _COLON
+        else:
+            self._complete(value)
+        return end + 1
+
+    def _text(self, piece: str, start: int, end: int, closed: bool) -> int:
+        """``_string`` with ``on_text``: decode what is whole now, and say it (rule 5)."""
+        raw = self._held + piece[start:end]
+        whole = _DECODABLE.match(raw).end()  # type: ignore[union-attr]
+        if closed and whole < len(raw):
+            self.stop()  # a bad escape: the close refuses it too
+            return -1
+        if not closed and _ends_in_high_surrogate(raw[:whole]):
+            whole -= 6
+        self._held = raw[whole:]
+        if whole:
+            try:
+                text = _decode(raw[:whole])
+            except ValueError:
+                self.stop()
+                return -1
+            self._raw.append(text)
+            assert self._on_text is not None
+            self._on_text(self._string_path, text)
+        if not closed:
+            return len(piece)
+        value = "".join(self._raw)
+        self._raw = []
+        self._complete(value)
+        return end + 1
+
+    def _number(self, piece: str, i: int) -> int:
+        end = _NUMBER.match(piece, i).end()  # type: ignore[union-attr]
+        if end > i:
+            self._raw.append(piece[i:end])
+        if end == len(piece):
+            return end
+        text = "".join(self._raw)
+        self._raw = []
+        try:
+            value = _number(text)
+        except ValueError:
+            self.stop()
+            return -1
+        self._complete(value)
+        return end
+
+    def _word_rest(self, piece: str, i: int) -> int:
+        word = self._word
+        got = sum(map(len, self._raw))
+        need = len(word) - got
+        part = piece[i : i + need]
+        if part != word[got : got + len(part)]:
+            self.stop()
+            return -1
+        if len(part) < need:
+            self._raw.append(part)
+            return len(piece)
+        self._raw = []
+        self._complete(_WORD_VALUES[word])
+        return i + need
+
+
+# The decoder's own scanner (C where CPython has it), with the close's hooks for numbers.
+_scan_once: Callable[[str, int], tuple[object, int]] = _STRICT.scan_once  # type: ignore[attr-defined]
+
+
+def _number(text: str) -> object:
+    """A number's text as the close reads it; ``ValueError`` unless it is one whole number."""
+    try:
+        value, end = _scan_once(text, 0)
+    except StopIteration:
+        raise ValueError(text) from None
+    if end != len(text) or type(value) not in (int, float):
+        raise ValueError(text)
+    return value
+
+
+def _post_order(value: object, on_field: OnField) -> None:
+    """Report the containers of ``value`` in completion order (rule 2), without recursion."""
+    stack: list[tuple[object, FieldPath, bool]] = [(value, (), False)]
+    while stack:
+        item, at, expanded = stack.pop()
+        if expanded:
+            on_field(at, item)
+        elif type(item) is dict or type(item) is list:
+            stack.append((item, at, True))
+            members = item.items() if type(item) is dict else enumerate(item)
+            stack.extend((v, (*at, k), False) for k, v in reversed(list(members)))
+
+
+class CallFields:
+    """Field events of one call, from its argument text or its values set by path (rule 6).
+
+    The core calls ``path`` and ``paths_closed`` (arguments set by path) and ``replaced`` (a
+    final value that replaced the pieces); the operator that made it passes ``text`` each
+    argument fragment.
+    """
+
+    __slots__ = ("_by_path", "_max_depth", "_on_field", "_on_text", "_scanner")
+
+    def __init__(self, on_field: OnField, on_text: OnText | None, max_depth: int) -> None:
+        self._on_field = on_field
+        self._on_text = on_text
+        self._max_depth = max_depth
+        self._scanner = FieldScanner(on_field, on_text, max_depth)
+        # Set by path: the text written at the close repeats what was reported already.
+        self._by_path = False
+
+    def text(self, piece: str) -> None:
+        """One fragment of the argument text."""
+        if not self._by_path:
+            self._scanner.feed(piece)
+
+    def path(self, steps: FieldPath, added: str, value: object, done: bool) -> None:
+        """A value set at ``steps``: ``added`` characters of a string, ``value`` once ``done``."""
+        self._by_path = True
+        if added and self._on_text is not None:
+            self._on_text(steps, added)
+        if done:
+            self._on_field(steps, value)
+
+    def paths_closed(self, arguments: str) -> None:
+        """The call closed with ``arguments`` written from its paths: report the containers."""
+        self._by_path = True
+        try:
+            value = _STRICT.decode(arguments)
+        except (ValueError, RecursionError):
+            return  # the close refuses it too, with the turn's error
+        _post_order(value, self._on_field)
+
+    def replaced(self, arguments: str) -> None:
+        """A final value replaced the pieces: report its fields again, from the start."""
+        self._scanner.stop()
+        self._scanner = FieldScanner(self._on_field, self._on_text, self._max_depth)
+        self._scanner.feed(arguments)
+
+    def stop(self) -> None:
+        """Report nothing more (the turn failed or closed)."""
+        self._by_path = True
+        self._scanner.stop()
