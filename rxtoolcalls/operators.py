@@ -559,8 +559,11 @@ def _call_events(
             left = every or 0  # a countdown: one test a piece, no division
             scan: Callable[[str], None] | None = None
             if with_fields:
-
+                # Server-run calls are never announced nor dispatched (their start is
+                # unknown when the call opens, so each event asks).
                 def on_field(path: tuple[str | int, ...], value: object) -> None:
+                    if call.server:
+                        return
                     pending.append(
                         ToolCallField(
                             call.index, call.id, call.name, path, value, call.choice_index
@@ -568,6 +571,8 @@ def _call_events(
                     )
 
                 def on_text(path: tuple[str | int, ...], text: str) -> None:
+                    if call.server:
+                        return
                     pending.append(
                         ToolCallText(call.index, call.id, call.name, path, text, call.choice_index)
                     )
