@@ -1170,13 +1170,17 @@ class _Calls(_State):
             if parsed is not _ABSENT:
                 call.parsed = parsed
 
-    def close_paths(self, call: Call) -> bool:
+    def close_paths(self, call: Call, said: bool = True) -> bool:
         """Write the values set by path as the call's arguments (``{}`` when none were).
 
         Returns whether every value was finished: ``False`` when a string still said it
         continues, so the call was cut off mid-value (rule 8), however its wire closed it.
+        ``said``: the wire said the call ended (a close it never sent may be a cut, so its
+        field events stop instead of reporting the containers).
         """
         tree = call.tree
+        if call.fields is not None and (not said or (tree is not None and tree.growing)):
+            call.fields.stop()
         if tree is None:
             if call.size == 0 and call.final is None:
                 self._piece(self._choices[call.choice_index], call, "{}")

@@ -415,6 +415,8 @@ class CallFields:
 
     def path(self, steps: FieldPath, added: str, value: object, done: bool) -> None:
         """A value set at ``steps``: ``added`` characters of a string, ``value`` once ``done``."""
+        if self._scanner.dead:
+            return
         self._by_path = True
         if added and self._on_text is not None:
             self._on_text(steps, added)
@@ -423,6 +425,8 @@ class CallFields:
 
     def paths_closed(self, arguments: str) -> None:
         """The call closed with ``arguments`` written from its paths: report the containers."""
+        if self._scanner.dead:
+            return
         self._by_path = True
         try:
             value = _STRICT.decode(arguments)

@@ -652,6 +652,17 @@ def lifecycle(
 ) -> Callable[[Observable[Chunk]], Observable[CallEvent | FieldEvent]]: ...
 
 
+@overload
+def lifecycle(
+    policy: Policy | PolicyName | None = None,
+    *,
+    every: int = 64,
+    wire: Wire | None = None,
+    fields: bool,
+    strings: bool = False,
+) -> Callable[[Observable[Chunk]], Observable[CallEvent | FieldEvent]]: ...
+
+
 def lifecycle(
     policy: Policy | PolicyName | None = None,
     *,

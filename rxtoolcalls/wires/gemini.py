@@ -616,10 +616,11 @@ class _Parts(Core):
         exactly like a stream cut between two values, so it counts only under
         ``accept_clean_end``.
         """
-        finished = self.close_paths(call)
+        said = explicit or self._policy.accept_clean_end
+        finished = self.close_paths(call, said)
         if not explicit:
             self._count("implicitly_closed_call")
-        call.closed = finished and (explicit or self._policy.accept_clean_end)
+        call.closed = finished and said
         if candidate.open is call:
             candidate.open = None
 
