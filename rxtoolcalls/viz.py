@@ -12,12 +12,14 @@ import time
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
 from ._close import build_turns, check_finish, single_turn
 from ._core import Call
 from ._errors import ToolCallStreamError
+from ._fields import CallFields, FieldPath, OnField
 from ._policy import Policy
 from ._reader import reader as TurnReader
 
@@ -30,7 +32,9 @@ class Lane:
 
     ``complete`` says whether the call's last fragment closed it (its arguments are one JSON
     object and the error, if any, is not about it); ``index`` and ``choice_index`` locate a
-    call (``None`` for the content lane).
+    call (``None`` for the content lane). ``fields`` holds ``(time, key)`` for each top-level
+    field of a call's arguments, in the order they completed: a repeated key each time, and
+    where a final value replaced the pieces, that value's fields alone, at its chunk's time.
     """
 
     label: str
@@ -39,6 +43,22 @@ class Lane:
     index: int | None = None
     choice_index: int | None = None
     complete: bool = False
+    fields: list[tuple[float, str]] = field(default_factory=list)
+
+
+class _LaneFields(CallFields):
+    """A call's field events, kept on its lane: a replacing final value starts them over."""
+
+    __slots__ = ("_lane",)
+
+    def __init__(self, lane: Lane, on_field: OnField, max_depth: int) -> None:
+        super().__init__(on_field, None, max_depth)
+        self._lane = lane
+
+    def replaced(self, arguments: str) -> None:
+        # The committed call holds the final value alone: the pieces' fields are void.
+        self._lane.fields.clear()
+        super().replaced(arguments)
 
 
 @dataclass
@@ -104,7 +124,7 @@ def trace(
 
     ``times`` gives each chunk's arrival time in seconds (as ``replay`` measures it); without
     it the chunk number is the clock. A stream that fails is traced up to the failure, and the
-    error is kept for the picture.
+    error is kept for the picture. A top-level field is stamped with the chunk that completed it.
     """
     from ._policy import DEFAULT
 
@@ -116,8 +136,17 @@ def trace(
     def on_open(call: Call) -> None:
         lane = lanes[id(call)] = Lane(f"call {call.index}")
 
+        def on_field(path: FieldPath, value: object) -> None:
+            # The root is always an object (the scan and the paths start from one), so a
+            # top-level step is a key.
+            if len(path) == 1 and type(path[0]) is str:
+                lane.fields.append((now, path[0]))
+
+        fields = call.fields = _LaneFields(lane, on_field, chosen.limits.max_depth)
+
         def sink(piece: str) -> None:
             call.write(piece)
+            fields.text(piece)
             lane.ticks.append(now)
 
         call.sink = sink
@@ -172,14 +201,25 @@ def trace(
     return Trace(content, calls, now, finish, finished_at, error, unit)
 
 
+_FIELD = "tab:purple"
+_FIELD_DROP = 0.2  # how far under its lane a field's triangle sits, in lanes
+_KEY_POINTS = 6.5  # the keys' font size
+_KEY_CHARS = 24  # a longer label is cut, with "…"
+_KEY_GAP = 3.0  # points between two keys written on one lane
+
+
 def draw(record: Trace, path: str | Path | None = None, *, title: str = "") -> Any:
     """Draw ``record`` as a marble diagram; save it to ``path`` if given (format by suffix).
 
     Ticks are fragments (arguments, and content when there is any), a diamond marks where
     the name became known, a square where a call's last fragment closed it (never on a call
-    that was cut), the finish reason is written at the end, and an error is a red cross on
-    the lane of the call it is about (at the top for an error of the whole turn). A legend
-    names the marks. Returns the matplotlib figure.
+    that was cut), a triangle under a call's lane where each top-level field completed, the
+    finish reason is written at the end, and an error is a red cross on the lane of the call
+    it is about (at the top for an error of the whole turn). A legend names the marks.
+
+    A field's key is written under its triangle when there is room after the previous key
+    written on that lane, else left out (the triangle stays); keys completed by one chunk
+    share a label, cut to 24 characters. Returns the matplotlib figure.
     """
     import matplotlib
 
@@ -204,6 +244,12 @@ def draw(record: Trace, path: str | Path | None = None, *, title: str = "") -> A
                 axes.scatter([lane.ticks[-1]], [y], marker="s", s=40, color="tab:green", zorder=3)
         if lane.named_at is not None:
             axes.scatter([lane.named_at], [y], marker="D", s=50, color="tab:orange", zorder=4)
+        if lane.fields:
+            # Under the lane, so that a tick, diamond or square at the same time stays in view.
+            times = [at for at, _ in lane.fields]
+            axes.scatter(
+                times, [y - _FIELD_DROP] * len(times), marker="^", s=24, color=_FIELD, zorder=3
+            )
     axes.set_yticks(range(len(lanes)))
     axes.set_yticklabels([_display(lane.label) for lane in reversed(lanes)])
     axes.set_xlabel("seconds" if record.unit == "s" else "chunk number")
@@ -235,6 +281,7 @@ def draw(record: Trace, path: str | Path | None = None, *, title: str = "") -> A
         ("tab:blue", "|", 12, "argument fragment", any(lane.ticks for lane in calls)),
         ("tab:orange", "D", 6, "name known", any(lane.named_at is not None for lane in calls)),
         ("tab:green", "s", 6, "last fragment (call complete)", any(c.complete for c in calls)),
+        (_FIELD, "^", 6, "top-level field complete", any(lane.fields for lane in calls)),
     ]
     legend = [
         Line2D([], [], color=color, marker=marker, linestyle="", markersize=size)
@@ -255,15 +302,48 @@ def draw(record: Trace, path: str | Path | None = None, *, title: str = "") -> A
         legend,
         labels,
         loc="outside lower center",
-        ncol=len(labels),
+        # One row fits five names across the figure; six go in two rows.
+        ncol=len(labels) if len(labels) <= 5 else (len(labels) + 1) // 2,
         frameon=False,
         fontsize="small",
     )
     axes.set_ylim(-0.6, max(len(lanes), 1) - 0.1)
     axes.set_title(_display(title) if title else "tool-call stream timeline")
-    if path is not None:
-        with warnings.catch_warnings():
-            # A name in a script the font lacks is drawn as boxes; no warning per glyph.
-            warnings.filterwarnings("ignore", "Glyph .* missing from font", UserWarning)
+    with warnings.catch_warnings():
+        # A name or key in a script the font lacks is drawn as boxes; no warning per glyph.
+        warnings.filterwarnings("ignore", "Glyph .* missing from font", UserWarning)
+        if any(lane.fields for lane in calls):
+            _write_keys(figure, axes, calls, rows)
+        if path is not None:
             figure.savefig(path, dpi=110)
     return figure
+
+
+def _write_keys(figure: Any, axes: Any, calls: list[Lane], rows: dict[int, int]) -> None:
+    """Write each lane's field keys under their triangles, where each has room (see ``draw``)."""
+    # Measured where they land: the layout is settled first, and the keys stay out of it.
+    figure.draw_without_rendering()
+    gap = _KEY_GAP * figure.dpi / 72
+    for lane in calls:
+        y = rows[id(lane)] - _FIELD_DROP
+        right = float("-inf")
+        for at, same in groupby(lane.fields, key=lambda mark: mark[0]):
+            keys = ", ".join(key for _, key in same)
+            if len(keys) > _KEY_CHARS:
+                keys = keys[: _KEY_CHARS - 1] + "…"
+            label = axes.annotate(
+                _display(keys),
+                (at, y),
+                textcoords="offset points",
+                xytext=(0, -5),
+                ha="center",
+                va="top",
+                fontsize=_KEY_POINTS,
+                color=_FIELD,
+            )
+            label.set_in_layout(False)
+            box = label.get_window_extent()
+            if box.x0 < right + gap:
+                label.remove()
+            else:
+                right = box.x1

@@ -1,16 +1,34 @@
-"""The timeline: what the trace says (lanes, completeness, where the error is) and what the
-picture draws from it (legend, the error's lane)."""
+"""The timeline: what the trace says (lanes, completeness, where the error is, when each
+top-level field completed) and what the picture draws from it (legend, the error's lane, the
+fields' marks and keys)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rxtoolcalls.viz import Trace, draw, trace
-from tests.helpers import call_open, content, extra, finish, load_fixture
+import rxtoolcalls as rt
+from rxtoolcalls.viz import Lane, Trace, draw, trace
+from rxtoolcalls.wires import names
+from tests.helpers import args, call_open, content, extra, finish, load_fixture
+from tests.wire_builders import (
+    WireCase,
+    case,
+    per_wire,
+    r_args_done,
+    r_completed,
+    r_created,
+    r_delta,
+    r_fc_added,
+    r_fc_item,
+    r_item_done,
+    turn_of,
+)
 
 pytest.importorskip("matplotlib", reason=extra("viz"))
 
@@ -93,8 +111,10 @@ def test_the_legend_names_the_marks() -> None:
         "argument fragment",
         "name known",
         "last fragment (call complete)",
+        "top-level field complete",
         "finish",
     ]
+    # The cut came inside the first value: no field completed.
     assert _legend(draw(trace(CUT))) == ["argument fragment", "name known", "error"]
 
 
@@ -122,3 +142,191 @@ def test_names_are_drawn_literally(tmp_path: Path, name: str) -> None:
     assert target.read_bytes()[:4] == b"\x89PNG"
     [label] = [t.get_text() for t in figure.axes[0].get_yticklabels()]
     assert label == "0: " + name.replace("\udc00", "\\udc00").replace("$", "\\$")
+
+
+# -- Top-level fields ---------------------------------------------------------------------
+
+
+def _turn(events: list[Any]) -> rt.AssistantTurn | None:
+    try:
+        return turn_of(events)
+    except rt.ToolCallStreamError:
+        return None
+
+
+def _with_arguments(wire: WireCase) -> list[str]:
+    """The recordings of a wire whose turn commits a call with arguments."""
+    found = []
+    for name in wire.recordings():
+        turn = _turn(wire.load(name))
+        if turn is not None and any(call.parsed_arguments for call in turn.tool_calls):
+            found.append(name)
+    return found
+
+
+def _lane_of(picture: Trace, index: int, choice_index: int = 0) -> Lane | None:
+    found = [c for c in picture.calls if (c.index, c.choice_index) == (index, choice_index)]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+def _field_marks(figure: Any) -> tuple[int, list[str]]:
+    """The number of field triangles drawn, and the keys written, left to right per lane."""
+    import numpy
+    from matplotlib.collections import PathCollection
+    from matplotlib.colors import to_rgba
+
+    axes = figure.axes[0]
+    purple = to_rgba("tab:purple")
+    points = 0
+    for marks in axes.collections:
+        if not isinstance(marks, PathCollection):
+            continue  # the lanes' lines
+        faces = numpy.asarray(marks.get_facecolor()).reshape(-1, 4)
+        if tuple(float(v) for v in faces[0]) == purple:
+            points += len(numpy.asarray(marks.get_offsets()))
+    keys = [t for t in axes.texts if to_rgba(t.get_color()) == purple]
+    keys.sort(key=lambda t: (-t.xy[1], t.xy[0]))
+    return points, [t.get_text() for t in keys]
+
+
+@pytest.mark.parametrize("wire", names())
+def test_every_wire_has_a_recording_with_arguments(wire: str) -> None:
+    assert _with_arguments(case(wire))
+
+
+@pytest.mark.parametrize(("wire", "name"), per_wire(_with_arguments))
+def test_each_top_level_field_on_its_call_lane(wire: str, name: str, tmp_path: Path) -> None:
+    events = case(wire).load(name)
+    picture = trace(events)
+    turn = turn_of(events)
+    assert picture.error is None
+    for call in turn.tool_calls:
+        lane = _lane_of(picture, call.index, turn.choice_index)
+        assert lane is not None
+        assert [key for _, key in lane.fields] == list(call.parsed_arguments)
+        times = [at for at, _ in lane.fields]
+        assert times == sorted(times)
+        # Gemini's values set by path are written as text once, at the close: its one tick
+        # comes after the fields; a field still comes after the call opened.
+        first = lane.ticks[0] if case(wire).arguments_as_text else lane.named_at
+        assert first is not None
+        assert all(first <= at <= lane.ticks[-1] <= picture.end for at in times)
+    marks = sum(len(lane.fields) for lane in picture.calls)
+    points, keys = _field_marks(draw(picture, tmp_path / "t.png"))
+    assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
+    assert points == marks
+    assert 0 < len(keys) <= marks
+
+
+@pytest.mark.parametrize(("wire", "name"), per_wire(_with_arguments))
+def test_a_cut_stream_records_the_fields_complete_before_the_cut(wire: str, name: str) -> None:
+    events = case(wire).load(name)
+    whole = trace(events)
+    for cut in range(len(events)):
+        picture = trace(events[:cut])
+        for lane in whole.calls:
+            assert lane.index is not None
+            assert lane.choice_index is not None
+            part = _lane_of(picture, lane.index, lane.choice_index)
+            before = [mark for mark in lane.fields if mark[0] < cut]
+            assert (part.fields if part is not None else []) == before
+
+
+def test_a_cut_call_keeps_the_fields_it_finished() -> None:
+    picture = trace(HALF_CUT)
+    first, second = picture.calls
+    assert (first.fields, second.fields) == ([(1.0, "a")], [])
+    assert _field_marks(draw(picture)) == (1, ["a"])
+
+
+def test_the_keys_on_the_lanes_of_two_calls() -> None:
+    picture = trace(PARALLEL)
+    first, second = picture.calls
+    assert [key for _, key in first.fields] == ["city", "country", "units"]
+    assert [key for _, key in second.fields] == ["ticker", "exchange"]
+    assert _field_marks(draw(picture)) == (5, ["city", "country", "units", "ticker", "exchange"])
+
+
+def test_only_top_level_fields_and_those_of_one_chunk_share_a_label() -> None:
+    whole = {"a": 1, "b": "x", "c": [1, {"d": 2}], "e": {"f": {"g": True}}}
+    picture = trace([call_open(0, "c", "f", json.dumps(whole)), finish("tool_calls")])
+    [lane] = picture.calls
+    assert lane.fields == [(0.0, "a"), (0.0, "b"), (0.0, "c"), (0.0, "e")]
+    assert _field_marks(draw(picture)) == (4, ["a, b, c, e"])
+
+
+def test_a_long_label_is_cut() -> None:
+    keys = {f"a_rather_long_key_{n}": n for n in range(3)}
+    picture = trace([call_open(0, "c", "f", json.dumps(keys)), finish("tool_calls")])
+    [label] = _field_marks(draw(picture))[1]
+    assert len(label) == 24
+    assert label == ", ".join(keys)[:23] + "…"
+
+
+def test_a_crowded_lane_writes_the_keys_it_has_room_for() -> None:
+    text = json.dumps({f"key_{n}": n for n in range(60)})
+    pieces = [text[i : i + 6] for i in range(0, len(text), 6)]
+    chunks = [call_open(0, "c", "f", pieces[0]), *(args(0, p) for p in pieces[1:])]
+    picture = trace([*chunks, finish("tool_calls")])
+    [lane] = picture.calls
+    assert len(lane.fields) == 60
+    figure = draw(picture)
+    points, keys = _field_marks(figure)
+    assert points == 60
+    assert keys[0] == "key_0"
+    assert 1 < len(keys) < 60
+    # The keys written do not overlap, as drawn.
+    figure.draw_without_rendering()
+    written = [t for t in figure.axes[0].texts if t.get_text().startswith("key_")]
+    boxes = sorted((t.get_window_extent() for t in written), key=lambda box: box.x0)
+    assert len(boxes) == len(keys)
+    assert all(left.x1 < right.x0 for left, right in pairwise(boxes))
+
+
+def test_a_final_value_that_replaced_the_pieces_gives_the_fields() -> None:
+    item = r_fc_item(0, "call_1", "f", '{"x": 3}')
+    events = [
+        r_created(),
+        r_fc_added(0, "call_1", "f"),
+        r_delta(0, '{"a": 1, '),
+        r_delta(0, '"b": 2}'),
+        r_args_done(0, '{"x": 3}'),
+        r_item_done(0, item),
+        r_completed([item]),
+    ]
+    [lane] = trace(events, policy=rt.LENIENT).calls
+    # Stamped with the chunk of the final value, after the last piece.
+    assert lane.fields == [(4.0, "x")]
+    assert lane.ticks[-1] < 4.0
+    # Without the lenient policy the turn fails on it: the pieces' fields stay.
+    refused = trace(events)
+    assert refused.error is not None
+    assert refused.calls[0].fields == [(2.0, "a"), (3.0, "b")]
+
+
+def test_a_repeated_key_is_marked_each_time() -> None:
+    picture = trace([call_open(0, "c", "f", '{"a": 1, "b": 2, "a": 3}'), finish("tool_calls")])
+    assert [key for _, key in picture.calls[0].fields] == ["a", "b", "a"]
+
+
+def test_fields_with_times_in_seconds() -> None:
+    picture = trace(PARALLEL, times=[10.0 + 0.5 * n for n in range(len(PARALLEL))])
+    first = picture.calls[0]
+    assert [at for at, _ in first.fields] == [at * 0.5 for at, _ in trace(PARALLEL).calls[0].fields]
+
+
+def test_no_fields_no_marks() -> None:
+    picture = trace([call_open(0, "c", "f", "{}"), finish("tool_calls")])
+    assert picture.calls[0].fields == []
+    figure = draw(picture)
+    assert _field_marks(figure) == (0, [])
+    assert "top-level field complete" not in _legend(figure)
+
+
+@pytest.mark.parametrize("key", ["look\udc00up", "price_in_$", "$x^2$", "天气"])
+def test_keys_are_drawn_literally(tmp_path: Path, key: str) -> None:
+    picture = trace([call_open(0, "c", "f", json.dumps({key: 1})), finish("tool_calls")])
+    assert picture.calls[0].fields == [(0.0, key)]
+    figure = draw(picture, tmp_path / "t.png")
+    assert _field_marks(figure)[1] == [key.replace("\udc00", "\\udc00").replace("$", "\\$")]
