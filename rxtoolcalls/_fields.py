@@ -44,6 +44,8 @@ _SPACE = re.compile(r"[ \t\n\r]*+")
 _STRING_BODY = re.compile(r'(?:[^"\\]++|\\.)*+', re.DOTALL)
 # What can be decoded already: escapes whole, a cut one left for the next fragment.
 _DECODABLE = re.compile(r'(?:[^\\]++|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+')
+# The start of an escape that the next fragment completes; anything else held back is no escape.
+_CUT_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?")
 _HIGH_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}")
 _NUMBER = re.compile(r"[-+.eE0-9]*+")
 _WORDS = {"t": "true", "f": "false", "n": "null"}
@@ -308,7 +310,7 @@ class FieldScanner:
         """``_string`` with ``on_text``: decode what is whole now, and say it (rule 5)."""
         raw = self._held + piece[start:end]
         whole = _DECODABLE.match(raw).end()  # type: ignore[union-attr]
-        if closed and whole < len(raw):
+        if whole < len(raw) and (closed or _CUT_ESCAPE.fullmatch(raw, whole) is None):
             self.stop()  # a bad escape: the close refuses it too
             return -1
         if not closed and _ends_in_high_surrogate(raw[:whole]):
