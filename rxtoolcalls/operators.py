@@ -738,9 +738,9 @@ def fields(
 
     >>> import reactivex
     >>> from reactivex import operators as ops
-    >>> pieces = ['{"path": "a', 'pp.py", "n": 1', "2}"]
+    >>> fragments = ['{"path": "a', 'pp.py", "n": 1', "2}"]
     >>> chunks = [{"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c",
-    ...     "function": {"name": "edit", "arguments": p}}]}}]} for p in pieces]
+    ...     "function": {"name": "edit", "arguments": f}}]}}]} for f in fragments]
     >>> chunks.append({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]})
     >>> for event in reactivex.from_iterable(chunks).pipe(fields(), ops.to_list()).run():
     ...     print(event.path, event.value)
