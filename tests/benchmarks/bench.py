@@ -14,7 +14,9 @@ SSE bytes against a standard-library hand loop, with and without the ``fast`` ex
 wire (Bedrock: ``from_eventstream`` over AWS event-stream frames), the UI signals from one
 pass, and thousands of concurrent async byte sources; ``--sdk`` times the paths through the
 openai client; ``--e2e`` runs all of those in one run and the curves against stream size
-(plotted with ``--plot``).
+(plotted with ``--plot``). ``--fields`` times ``fields()`` on one call of 8-128 KiB in
+16-character fragments against ``assemble()`` alone and against jiter's partial re-parse
+after each fragment (plotted with ``--plot``); the full run includes it.
 """
 
 from __future__ import annotations
@@ -2035,8 +2037,13 @@ def plot_curves(
     title: str,
     path: Path,
     fontsize: int = 8,
+    xlabel: str = f"stream size (argument fragments of {FRAGMENT} characters)",
+    ylabel: str = "fragments per second",
+    xticks: tuple[int, ...] = (),
 ) -> None:
-    """Fragments/s against stream size, log-log, one line a curve (styled by name), as PNG."""
+    """Fragments/s against stream size, log-log, one line a curve (styled by name), as PNG;
+    ``xlabel`` and ``ylabel`` name other axes (the field events plot time per fragment),
+    ``xticks`` label the sizes measured."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -2047,8 +2054,11 @@ def plot_curves(
         ax.plot([p[0] for p in points], [p[1] for p in points], style(name), label=name)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(f"stream size (argument fragments of {FRAGMENT} characters)")
-    ax.set_ylabel("fragments per second")
+    if xticks:
+        ax.set_xticks(xticks, [f"{tick:,}" for tick in xticks])
+        ax.minorticks_off()
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     python = f"{platform.python_implementation()} {platform.python_version()}"
     ax.set_title(f"{title} ({python})")
     ax.grid(True, which="both", alpha=0.3)
@@ -2474,6 +2484,282 @@ def e2e_section(repeats: int, path: Path | None) -> None:
     print(f"\nplot written to {path}")
 
 
+# -- field events: fields() against assemble() alone and a partial re-parse per fragment ----
+
+KIB = 1024
+FIELDS_FRAGMENT = 16  # characters per argument piece in this section, as in the issue
+FIELDS_SIZES = (8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB, 128 * KIB)
+FIELDS_QUICK = (8 * KIB, 32 * KIB)
+FIELDS_OBJECTS = 500  # small objects in a 128 KiB call; in proportion at the other sizes
+FIELDS_ORDERS = ("string first", "objects first")
+# A line of code as a model writes it into a file: a newline, a tab, quotes, a backslash and a
+# letter beyond ASCII, so the string's JSON text holds every common kind of escape.
+SOURCE_LINE = 'def f(x):\n\treturn "a\\\\b" + x  # caf\u00e9\n'
+
+
+def fields_arguments(size: int, objects_first: bool = False) -> str:
+    """One call's argument text of exactly ``size`` ASCII characters: a path, a long string
+    full of escapes (a file's contents) and FIELDS_OBJECTS small objects per 128 KiB, the
+    string before the objects (``objects_first``: the objects before it)."""
+    count = max(1, round(FIELDS_OBJECTS * size / (128 * KIB)))
+    items = [
+        {
+            "id": i,
+            "name": f"item-{i}",
+            "price": i * 1.25,
+            "in_stock": i % 3 != 0,
+            "tags": ["a", "b", "c"][: i % 4],
+            "note": None,
+        }
+        for i in range(count)
+    ]
+
+    def dump(content: str) -> str:
+        if objects_first:
+            return json.dumps({"path": "src/app.py", "items": items, "content": content})
+        return json.dumps({"path": "src/app.py", "content": content, "items": items})
+
+    room = size - len(dump(""))
+    if room < 0:
+        raise ValueError(f"{size:,} characters cannot hold {count} objects")
+    # Escaped, a string's text is the concatenation of its pieces' texts: whole lines, then
+    # plain letters to the exact size.
+    lines, pad = divmod(room, len(json.dumps(SOURCE_LINE)) - 2)
+    return dump(SOURCE_LINE * lines + "x" * pad)
+
+
+def build_fields_stream(text: str) -> list[dict[str, Any]]:
+    """One call's ``text`` in FIELDS_FRAGMENT-character pieces on the Chat Completions wire,
+    one piece a chunk, the first with the call's id and name, then ``finish_reason``.
+
+    Each chunk has the shape the API sends (``finish_reason: null`` in every choice):
+    without that key ``assemble()`` leaves its fast path, about 2.5x slower here.
+    """
+    pieces = [text[i : i + FIELDS_FRAGMENT] for i in range(0, len(text), FIELDS_FRAGMENT)]
+    first = {
+        "index": 0,
+        "id": "call_0",
+        "type": "function",
+        "function": {"name": "write_file", "arguments": pieces[0]},
+    }
+    chunks = [_chunk({"tool_calls": [first]})]
+    chunks += [
+        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+        for piece in pieces[1:]
+    ]
+    chunks.append(_chunk({}, "tool_calls"))
+    return chunks
+
+
+def count_values(value: Any) -> int:
+    """The values in a parsed JSON value, itself included: how many fields ``fields()`` gives."""
+    if type(value) is dict:
+        return 1 + sum(count_values(v) for v in value.values())
+    if type(value) is list:
+        return 1 + sum(count_values(v) for v in value)
+    return 1
+
+
+def _events(chunks: list[Any], operator: Any) -> list[Any]:
+    out: list[Any] = []
+    source = reactivex.from_iterable(chunks, scheduler=CurrentThreadScheduler())
+    source.pipe(operator).subscribe(out.append)
+    return out
+
+
+def arguments_of_assemble(chunks: list[Any]) -> Any:
+    """``assemble()`` alone: the call's parsed arguments."""
+    turn: rt.AssistantTurn = _events(chunks, rt.assemble())[0]
+    return turn.tool_calls[0].parsed_arguments
+
+
+def arguments_of_fields(chunks: list[Any]) -> Any:
+    """``fields()``: every field as it completes; the root's value (the last one)."""
+    return _events(chunks, rt.fields())[-1].value
+
+
+def arguments_of_fields_strings(chunks: list[Any]) -> Any:
+    """``fields(strings=True)``: the strings' characters as they come too; the root's value."""
+    return _events(chunks, rt.fields(strings=True))[-1].value
+
+
+def jiter_reparse(chunks: list[Any]) -> Any:
+    """What openai-python, anthropic and pydantic-ai do for a partial value: keep the arguments
+    so far and parse all of them again after each fragment with jiter's partial mode; the
+    last value."""
+    from jiter import from_json
+
+    arguments = ""
+    value = None
+    for chunk in chunks:
+        for choice in chunk["choices"]:
+            for tc in choice["delta"].get("tool_calls") or ():
+                piece = tc["function"].get("arguments")
+                if piece:
+                    arguments += piece
+                    value = from_json(arguments.encode(), partial_mode="trailing-strings")
+    return value
+
+
+def check_field_events(chunks: list[Any], expected: Any) -> tuple[int, int]:
+    """Untimed: what ``fields()`` and ``fields(strings=True)`` report is right; their counts."""
+    plain = _events(chunks, rt.fields())
+    events = _events(chunks, rt.fields(strings=True))
+    found = [e for e in events if type(e) is rt.ToolCallField]
+    texts = [e for e in events if type(e) is rt.ToolCallText]
+    if (
+        len(found) != count_values(expected)
+        or found[-1].path != ()
+        or found[-1].value != expected
+        or [(e.path, e.value) for e in found] != [(e.path, e.value) for e in plain]
+        or any((e.id, e.name) != ("call_0", "write_file") for e in events)
+        or "".join(e.text for e in texts if e.path == ("content",)) != expected["content"]
+    ):
+        raise SystemExit("fields() reported something else than the call's values")
+    return len(found), len(texts)
+
+
+FIELDS_RUNS: dict[str, Callable[[list[Any]], Any]] = {
+    "assemble()": arguments_of_assemble,
+    "fields()": arguments_of_fields,
+    "fields(strings=True)": arguments_of_fields_strings,
+    "jiter re-parse": jiter_reparse,
+}
+
+
+def jiter_version() -> str | None:
+    """``jiter X.Y.Z``, or None when jiter cannot be imported."""
+    try:
+        import jiter  # noqa: F401
+    except ImportError:
+        return None
+    return f"jiter {metadata.version('jiter')}"
+
+
+def fields_section(sizes: tuple[int, ...], repeats: int, path: Path | None) -> list[Target]:
+    """``fields()`` on one call against ``assemble()`` alone and against jiter's partial
+    re-parse after each fragment, by call size (printed; plotted as PNG if ``path``); the
+    targets, judged at the largest size on the worse of the two orders."""
+    jiter = jiter_version()
+    runs = {k: v for k, v in FIELDS_RUNS.items() if jiter or k != "jiter re-parse"}
+    print(
+        f"\n### Field events: one call in {FIELDS_FRAGMENT}-character fragments, "
+        "time per fragment (ratios at the same size)\n"
+    )
+    print(
+        f"The arguments: a path, a string of source lines full of escapes and {FIELDS_OBJECTS} "
+        "small objects per 128 KiB, the string first or the objects first. The re-parse "
+        f"({jiter or 'jiter not installed: not measured'}) keeps the arguments from the same "
+        "chunks and runs `jiter.from_json(buf.encode(), partial_mode='trailing-strings')` "
+        f"after each fragment. Minimum of {5 * repeats} interleaved runs of ours (more for "
+        f"small calls) and {repeats} of the re-parse; every result is checked against "
+        "`json.loads`.\n"
+    )
+    print(
+        f"| order | KiB | fragments | fields | texts | {' | '.join(runs)} "
+        "| fields() / assemble() | fields(strings=True) / assemble() | re-parse / fields() |"
+    )
+    print("|---|---:|---:|---:|---:|" + "---:|" * (len(runs) + 3))
+    largest = max(sizes)
+    best: dict[tuple[str, int, str], float] = {}  # per fragment
+    for order in FIELDS_ORDERS:
+        for size in sizes:
+            text = fields_arguments(size, objects_first=order == "objects first")
+            chunks = build_fields_stream(text)
+            n = len(chunks) - 1  # the argument fragments
+            expected = json.loads(text)
+            found, texts = check_field_events(chunks, expected)
+            gc.collect()
+            # Ours are short: more runs each (a burst of load on the machine skews fewer); the
+            # quadratic re-parse takes seconds a run: ``repeats`` runs, in the first rounds.
+            for round_ in range(max(5 * repeats, 3 * repeats * largest // size)):
+                for name, fn in runs.items():
+                    if name == "jiter re-parse" and round_ >= repeats:
+                        continue
+                    seconds, result = _time(fn, chunks)
+                    if result != expected:
+                        raise SystemExit(f"{name} gave another value: {order}, {size:,}")
+                    key = (order, size, name)
+                    best[key] = min(best.get(key, float("inf")), seconds / n)
+            cells = [f"{best[(order, size, name)] * 1e6:.2f} µs" for name in runs]
+            base, ours = best[(order, size, "assemble()")], best[(order, size, "fields()")]
+            cells += [
+                f"{ours / base:.2f}x",
+                f"{best[(order, size, 'fields(strings=True)')] / base:.2f}x",
+                f"{best[(order, size, 'jiter re-parse')] / ours:.1f}x" if jiter else "—",
+            ]
+            row = f"| {order} | {size // KIB} | {n:,} | {found:,} | {texts:,} | "
+            print(row + " | ".join(cells) + " |")
+            print(f"  measured fields {order} {size // KIB} KiB", file=sys.stderr, flush=True)
+
+    def worst(ratio: Callable[[str], float], high: bool = True) -> tuple[float, str]:
+        """The worse order's ratio, and both as a figure (three decimals: a ratio a hair
+        over its target does not print as the target)."""
+        figures = {order: ratio(order) for order in FIELDS_ORDERS}
+        value = (max if high else min)(figures.values())
+        each = ", ".join(f"{order} {figure:.3f}x" for order, figure in figures.items())
+        return value, f"worst {value:.3f}x ({each})"
+
+    def at(order: str, size: int, name: str) -> float:
+        return best[(order, size, name)]
+
+    what = f"one call of {largest // KIB} KiB in {FIELDS_FRAGMENT}-character fragments"
+    over, over_text = worst(lambda o: at(o, largest, "fields()") / at(o, largest, "assemble()"))
+    results: list[Target] = [
+        (f"fields() within 4x the time of assemble() alone, {what}", over <= 4, over_text)
+    ]
+    target = f"fields() >= 40x faster than jiter's partial re-parse per fragment, {what}"
+    if jiter:
+        ahead, ahead_text = worst(
+            lambda o: at(o, largest, "jiter re-parse") / at(o, largest, "fields()"), high=False
+        )
+        results.append((target, ahead >= 40, ahead_text))
+    else:
+        results.append((target, None, "not measured: jiter not installed"))
+    quarter = largest // 4
+    target = f"fields(): 4x the size ({quarter // KIB} to {largest // KIB} KiB) within 5x the time"
+    if quarter in sizes:
+        # ``best`` is per fragment: 4x its ratio is the ratio of the calls' whole times.
+        growth, growth_text = worst(
+            lambda o: 4 * at(o, largest, "fields()") / at(o, quarter, "fields()")
+        )
+        results.append((target, growth <= 5, growth_text))
+    else:
+        results.append((target, None, f"not measured: no {quarter // KIB} KiB call"))
+    if path is not None:
+        plot_fields(best, sizes, list(runs), path)
+        print(f"\nplot written to {path}")
+    return results
+
+
+def plot_fields(
+    best: dict[tuple[str, int, str], float], sizes: tuple[int, ...], names: list[str], path: Path
+) -> None:
+    """Time per fragment against call size: ours with the string first, the re-parse in both
+    orders; log scales."""
+    lines = [(name, FIELDS_ORDERS[0]) for name in names if name != "jiter re-parse"]
+    lines += [("jiter re-parse", order) for order in FIELDS_ORDERS if "jiter re-parse" in names]
+    curves = {
+        f"{name}, {order}": [(size // KIB, best[(order, size, name)] * 1e6) for size in sizes]
+        for name, order in lines
+    }
+
+    def style(name: str) -> str:
+        if name.startswith("jiter"):
+            return "--s"
+        return ":^" if name.startswith("assemble") else "-o"
+
+    plot_curves(
+        curves,
+        style,
+        f"Field events: one call in {FIELDS_FRAGMENT}-character fragments",
+        path,
+        xlabel="call size (KiB of arguments)",
+        ylabel="time per fragment (µs)",
+        xticks=tuple(size // KIB for size in sizes),
+    )
+
+
 def verdict(results: list[Target]) -> int:
     """Print each target ([x] met, [ ] missed, [-] not measured); 1 when one was missed."""
     print("\n### Targets\n")
@@ -2519,6 +2805,12 @@ def main(argv: list[str] | None = None) -> int:
         "concurrent byte sources, through the SDK, and the curves against stream size "
         "(plotted with --plot)",
     )
+    parser.add_argument(
+        "--fields",
+        action="store_true",
+        help="only the field-events section: fields() on one call against assemble() alone and "
+        "jiter's partial re-parse after each fragment, by call size (plotted with --plot)",
+    )
     args = parser.parse_args(argv)
     baseline = None if args.baseline.lower() == "none" else args.baseline
     sizes: tuple[int, ...]
@@ -2540,6 +2832,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         e2e_section(repeats, args.plot)
         return verdict(results)
+    if args.fields:
+        print(
+            f"# rxtoolcalls field events — {platform.python_implementation()} "
+            f"{platform.python_version()}, {os.cpu_count()} CPUs, {platform.machine()}, "
+            f"rxtoolcalls {rt.__version__}"
+        )
+        sizes = FIELDS_QUICK if args.quick else FIELDS_SIZES
+        return verdict(fields_section(sizes, 1 if args.quick else args.repeats, args.plot))
     if args.sdk:
         streams = 50 if args.quick else SDK_STREAMS
         return verdict(sdk_section(SDK_SIZES, 1 if args.quick else args.repeats, streams))
@@ -2620,8 +2920,9 @@ def main(argv: list[str] | None = None) -> int:
 
     adversarial = adversarial_sections(repeats)
     wires = wire_sections(sizes, repeats, not args.no_peers, baseline)
+    fields = fields_section(FIELDS_QUICK if args.quick else FIELDS_SIZES, repeats, None)
 
-    results = targets(rows) + adversarial + wires
+    results = targets(rows) + adversarial + wires + fields
     results.append(
         (
             "linear: per-fragment cost at the largest size within 1.5x of the smallest",
