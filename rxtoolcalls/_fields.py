@@ -39,9 +39,23 @@ OnField: TypeAlias = Callable[[FieldPath, Any], None]
 OnText: TypeAlias = Callable[[FieldPath, str], None]
 
 _SPACE = re.compile(r"[ \t\n\r]*+")
+# A whole token: a string with no escape (and the ':' after a key), a number a delimiter ends,
+# a word, or punctuation; then the ',' after it, if any.
+_TOKEN = re.compile(
+    r"""[ \t\n\r]*+
+    (?:"([^"\\\x00-\x1f]*+(?:\\.[^"\\\x00-\x1f]*+)*+)"(?:[ \t\n\r]*+(:))?
+      |(-?(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?(?:[eE][-+]?[0-9]++)?)(?=[ \t\n\r,\]}])
+      |(true|false|null)
+      |([{}\[\]:,]))
+    (?:[ \t\n\r]*+(,))?""",
+    re.VERBOSE,
+)
+# The longest token text held back for the next fragment, to be read whole; a longer one is
+# read as it streams (bounded: a fragment's work stays bounded by its size).
+_CARRY = 256
 # A string's contents up to its closing quote, escapes skipped whole; it stops short at a
 # backslash that ends the fragment.
-_STRING_BODY = re.compile(r'(?:[^"\\]++|\\.)*+', re.DOTALL)
+_STRING_BODY = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
 # What can be decoded already: escapes whole, a cut one left for the next fragment.
 _DECODABLE = re.compile(r'(?:[^\\]++|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+')
 # The start of an escape that the next fragment completes; anything else held back is no escape.
@@ -93,6 +107,7 @@ class FieldScanner:
     """
 
     __slots__ = (
+        "_carry",
         "_containers",
         "_escape",
         "_held",
@@ -123,12 +138,19 @@ class FieldScanner:
         self._held = ""
         self._escape = False  # the fragment ended in a string's backslash
         self._word = ""
+        # The start of a short token the last fragment cut off, read with the next one.
+        self._carry = ""
         self._string_path: FieldPath = ()
 
     @property
     def dead(self) -> bool:
         """Whether the scan stopped (rule 4): the text cannot be a valid object's start."""
         return self._state == _DEAD
+
+    def reset(self) -> None:
+        """Start over, as new: a final value replaced the text read so far."""
+        self.stop()
+        self._state = _START
 
     def stop(self) -> None:
         """Stop the scan and let its state go (rule 4)."""
@@ -138,6 +160,8 @@ class FieldScanner:
         self._keys = []
         self._raw = []
         self._held = ""
+        self._escape = False
+        self._carry = ""
 
     def _path(self) -> FieldPath:
         """The path of the value that comes next."""
@@ -148,23 +172,27 @@ class FieldScanner:
             return (*self._paths[-1], len(container))
         return (*self._paths[-1], self._keys[-1])  # type: ignore[arg-type]
 
-    def _complete(self, value: object) -> None:
-        """Report a complete value and put it in its container."""
+    def _complete(self, value: object, comma: bool = False) -> None:
+        """Report a complete value and put it in its container; ``comma``: one follows it."""
         containers = self._containers
         if not containers:
             # Only an object opens the root (``_START``), so this is the root closing.
-            self._state = _DONE
             self._on_field((), value)
+            if comma:
+                self.stop()
+            else:
+                self._state = _DONE
             return
         container = containers[-1]
         if type(container) is list:
             self._on_field((*self._paths[-1], len(container)), value)
             container.append(value)
+            self._state = _VALUE if comma else _AFTER
         else:
             key = self._keys[-1]
             self._on_field((*self._paths[-1], key), value)  # type: ignore[arg-type]
             container[key] = value
-        self._state = _AFTER
+            self._state = _KEY if comma else _AFTER
 
     def _open(self, container: dict[str, Any] | list[Any], state: int) -> bool:
         """Open a container; ``False`` (and the scan stops) past ``max_depth``."""
@@ -195,72 +223,135 @@ class FieldScanner:
         state = self._state
         if state == _DEAD:
             return
+        if self._carry:
+            piece = self._carry + piece
+            self._carry = ""
         i, n = 0, len(piece)
-        # Finish a token the last fragment left open.
-        if state in (_STRING, _KEY_STRING):
+        # Finish a long token the last fragment left open.
+        if state == _STRING:
+            # Most fragments of a long string hold no quote, and end in no cut escape.
+            if (
+                self._on_text is None
+                and '"' not in piece
+                and piece[-1:] != "\\"
+                and not self._escape
+            ):
+                self._raw.append(piece)
+                return
+            i = self._string(piece, 0)
+        elif state == _KEY_STRING:
             i = self._string(piece, 0)
         elif state == _NUMBER_TOKEN:
             i = self._number(piece, 0)
         elif state == _WORD:
             i = self._word_rest(piece, 0)
-        space = _SPACE.match
+        token = _TOKEN.match
         while 0 <= i < n:
-            i = space(piece, i).end()  # type: ignore[union-attr]
-            if i == n:
-                return
-            c = piece[i]
+            # A whole token, with the ':' or ',' after it, read by one match.
+            found = token(piece, i)
+            if found is None:
+                i = _SPACE.match(piece, i).end()  # type: ignore[union-attr]
+                if i == n:
+                    return
+                # A short token the fragment cuts off waits for the next one, to be read
+                # whole; a long one (or a string said as it comes) is read as it streams.
+                if n - i <= _CARRY and not (
+                    piece[i] == '"' and self._on_text is not None and state <= _FIRST_VALUE
+                ):
+                    self._carry = piece[i:]
+                    return
+                i = self._step(piece, i)
+                continue
+            i = found.end()
+            text, colon, number, word, mark, comma = found.groups()
             state = self._state
-            if state == _AFTER:
-                if c == ",":
-                    self._state = _VALUE if type(self._containers[-1]) is list else _KEY
-                    i += 1
-                elif c == "}":
-                    i = i + 1 if self._close(dict) else -1
-                elif c == "]":
-                    i = i + 1 if self._close(list) else -1
+            if mark is not None:
+                if not self._punctuation(mark, state):
+                    return
+                if comma is not None and not self._punctuation(",", self._state):
+                    return
+                continue
+            if text is not None and "\\" in text:
+                try:
+                    text = _decode(text)
+                except ValueError:
+                    self.stop()
+                    return
+            if state <= _FIRST_VALUE and colon is None:
+                if text is not None:
+                    if text and self._on_text is not None:
+                        self._on_text(self._path(), text)
+                    self._complete(text, comma is not None)
+                elif number is not None:
+                    try:
+                        value = _number(number)
+                    except ValueError:
+                        self.stop()
+                        return
+                    self._complete(value, comma is not None)
                 else:
-                    break
-            elif state <= _FIRST_VALUE:
-                if c == '"':
-                    i = self._string_open(piece, i + 1, _STRING)
-                elif c == "{":
-                    i = i + 1 if self._open({}, _FIRST_KEY) else -1
-                elif c == "[":
-                    i = i + 1 if self._open([], _FIRST_VALUE) else -1
-                elif c == "]" and state == _FIRST_VALUE:
-                    i = i + 1 if self._close(list) else -1
-                elif c in _WORDS:
-                    self._word = _WORDS[c]
-                    self._raw = []
-                    self._state = _WORD
-                    i = self._word_rest(piece, i)
-                elif c == "-" or "0" <= c <= "9":
-                    self._raw = []
-                    self._state = _NUMBER_TOKEN
-                    i = self._number(piece, i)
-                else:
-                    break
-            elif state <= _FIRST_KEY:
-                if c == '"':
-                    i = self._string_open(piece, i + 1, _KEY_STRING)
-                elif c == "}" and state == _FIRST_KEY:
-                    i = i + 1 if self._close(dict) else -1
-                else:
-                    break
-            elif state == _COLON:
-                if c != ":":
-                    break
+                    self._complete(_WORD_VALUES[word], comma is not None)
+            elif text is not None and _KEY <= state <= _FIRST_KEY and comma is None:
+                self._keys[-1] = text
+                self._state = _COLON if colon is None else _VALUE
+            else:
+                self.stop()
+                return
+
+    def _punctuation(self, c: str, state: int) -> bool:
+        """Apply one of ``{}[]:,`` in ``state``; ``False`` (and the scan stops) where invalid."""
+        if state == _AFTER:
+            if c == ",":
+                self._state = _VALUE if type(self._containers[-1]) is list else _KEY
+                return True
+            if c == "}":
+                return self._close(dict)
+            if c == "]":
+                return self._close(list)
+        elif state <= _FIRST_VALUE:
+            if c == "{":
+                return self._open({}, _FIRST_KEY)
+            if c == "[":
+                return self._open([], _FIRST_VALUE)
+            if c == "]" and state == _FIRST_VALUE:
+                return self._close(list)
+        elif state == _FIRST_KEY:
+            if c == "}":
+                return self._close(dict)
+        elif state == _COLON:
+            if c == ":":
                 self._state = _VALUE
-                i += 1
-            elif state == _START:
-                if c != "{":
-                    break
-                i = i + 1 if self._open({}, _FIRST_KEY) else -1
-            else:  # _DONE: anything but whitespace after the root
-                break
-        else:
-            return
+                return True
+        elif state == _START and c == "{":
+            return self._open({}, _FIRST_KEY)
         self.stop()
+        return False
+
+    def _step(self, piece: str, i: int) -> int:
+        """Read one token from ``i``, whitespace first: the position after it, or -1 (stopped)."""
+        i = _SPACE.match(piece, i).end()  # type: ignore[union-attr]
+        if i == len(piece):
+            return i
+        c = piece[i]
+        state = self._state
+        if c in "{}[]:,":
+            return i + 1 if self._punctuation(c, state) else -1
+        if state <= _FIRST_VALUE:
+            if c == '"':
+                return self._string_open(piece, i + 1, _STRING)
+            if c in _WORDS:
+                self._word = _WORDS[c]
+                self._raw = []
+                self._state = _WORD
+                return self._word_rest(piece, i)
+            if c == "-" or "0" <= c <= "9":
+                self._raw = []
+                self._state = _NUMBER_TOKEN
+                return self._number(piece, i)
+        elif state <= _FIRST_KEY and c == '"':
+            return self._string_open(piece, i + 1, _KEY_STRING)
+        self.stop()
+        return -1
 
     def _string_open(self, piece: str, i: int, state: int) -> int:
         self._state = state
@@ -396,30 +487,26 @@ class CallFields:
     """Field events of one call, from its argument text or its values set by path (rule 6).
 
     The core calls ``path`` and ``paths_closed`` (arguments set by path) and ``replaced`` (a
-    final value that replaced the pieces); the operator that made it passes ``text`` each
+    final value that replaced the fragments); the operator that made it passes ``text`` each
     argument fragment.
     """
 
-    __slots__ = ("_by_path", "_max_depth", "_on_field", "_on_text", "_scanner")
+    __slots__ = ("_on_field", "_on_text", "_scanner", "_stopped", "text")
 
     def __init__(self, on_field: OnField, on_text: OnText | None, max_depth: int) -> None:
         self._on_field = on_field
         self._on_text = on_text
-        self._max_depth = max_depth
         self._scanner = FieldScanner(on_field, on_text, max_depth)
-        # Set by path: the text written at the close repeats what was reported already.
-        self._by_path = False
-
-    def text(self, piece: str) -> None:
-        """One fragment of the argument text."""
-        if not self._by_path:
-            self._scanner.feed(piece)
+        self._stopped = False
+        # One fragment of the argument text: the scanner's own ``feed``, one call less each.
+        self.text: Callable[[str], None] = self._scanner.feed
 
     def path(self, steps: FieldPath, added: str, value: object, done: bool) -> None:
         """A value set at ``steps``: ``added`` characters of a string, ``value`` once ``done``."""
-        if self._scanner.dead:
+        if self._stopped:
             return
-        self._by_path = True
+        # The text the close writes from the paths repeats what was reported already.
+        self._scanner.stop()
         if added and self._on_text is not None:
             self._on_text(steps, added)
         if done:
@@ -427,9 +514,9 @@ class CallFields:
 
     def paths_closed(self, arguments: str) -> None:
         """The call closed with ``arguments`` written from its paths: report the containers."""
-        if self._scanner.dead:
+        if self._stopped:
             return
-        self._by_path = True
+        self._scanner.stop()
         try:
             value = _STRICT.decode(arguments)
         except (ValueError, RecursionError):
@@ -437,12 +524,13 @@ class CallFields:
         _post_order(value, self._on_field)
 
     def replaced(self, arguments: str) -> None:
-        """A final value replaced the pieces: report its fields again, from the start."""
-        self._scanner.stop()
-        self._scanner = FieldScanner(self._on_field, self._on_text, self._max_depth)
+        """A final value replaced the fragments: report its fields again, from the start."""
+        if self._stopped:
+            return
+        self._scanner.reset()
         self._scanner.feed(arguments)
 
     def stop(self) -> None:
-        """Report nothing more (the turn failed or closed)."""
-        self._by_path = True
+        """Report nothing more (the turn failed, or a close the wire never sent may be a cut)."""
+        self._stopped = True
         self._scanner.stop()

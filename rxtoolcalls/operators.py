@@ -42,6 +42,8 @@ from ._types import (
     ToolCallStarted,
     ToolCallText,
     Wire,
+    new_field,
+    new_text,
 )
 
 __all__ = [
@@ -534,6 +536,27 @@ CallEvent: TypeAlias = "ToolCallStarted | ToolCallProgress | ToolCallCommitted"
 FieldEvent: TypeAlias = "ToolCallField | ToolCallText"
 
 
+def _watch(
+    call: Call, pending: list[object], strings: bool, max_depth: int
+) -> Callable[[str], None]:
+    """Give ``call`` its field events, made into ``pending``; what reads its argument text."""
+
+    # Server-run calls are never announced nor dispatched (that is known only after the call
+    # opens, so each event asks).
+    def on_field(path: tuple[str | int, ...], value: object) -> None:
+        if not call.server:
+            pending.append(
+                new_field(call.index, call.id, call.name, path, value, call.choice_index)
+            )
+
+    def on_text(path: tuple[str | int, ...], text: str) -> None:
+        if not call.server:
+            pending.append(new_text(call.index, call.id, call.name, path, text, call.choice_index))
+
+    call.fields = CallFields(on_field, on_text if strings else None, max_depth)
+    return call.fields.text
+
+
 def _call_events(
     policy: Policy,
     wire: Wire | None,
@@ -556,31 +579,24 @@ def _call_events(
         def on_open(call: Call) -> None:
             data = call.data
             count = 0
-            left = every or 0  # a countdown: one test a piece, no division
-            scan: Callable[[str], None] | None = None
-            if with_fields:
-                # Server-run calls are never announced nor dispatched (their start is
-                # unknown when the call opens, so each event asks).
-                def on_field(path: tuple[str | int, ...], value: object) -> None:
-                    if call.server:
-                        return
-                    pending.append(
-                        ToolCallField(
-                            call.index, call.id, call.name, path, value, call.choice_index
-                        )
-                    )
+            if every is None:
+                # fields(): each fragment kept and scanned, nothing counted.
+                read = _watch(call, pending, strings, max_depth)
 
-                def on_text(path: tuple[str | int, ...], text: str) -> None:
-                    if call.server:
-                        return
-                    pending.append(
-                        ToolCallText(call.index, call.id, call.name, path, text, call.choice_index)
-                    )
+                def sink(piece: str) -> None:
+                    nonlocal data
+                    try:
+                        data += str.encode(piece)  # type: ignore[operator]
+                    except UnicodeEncodeError:
+                        call.write(piece)
+                    read(piece)
 
-                call.fields = CallFields(on_field, on_text if strings else None, max_depth)
-                scan = call.fields.text
+                call.sink = sink
+                return
+            left = every  # a countdown: one test a fragment, no division
+            scan = _watch(call, pending, strings, max_depth) if with_fields else None
 
-            def sink(piece: str) -> None:
+            def counting_sink(piece: str) -> None:
                 nonlocal count, left, data
                 try:
                     data += str.encode(piece)  # type: ignore[operator]
@@ -590,8 +606,8 @@ def _call_events(
                     scan(piece)
                 left -= 1
                 if not left:
-                    left = every or 0
-                    count += left
+                    left = every
+                    count += every
                     pending.append(
                         ToolCallProgress(
                             call.index,
@@ -604,7 +620,7 @@ def _call_events(
                         )
                     )
 
-            call.sink = sink
+            call.sink = counting_sink
 
         reader = TurnReader(policy, wire=wire, on_open=on_open, on_error=fail, announce=commit)
 
