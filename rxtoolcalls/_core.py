@@ -1333,6 +1333,8 @@ class Core(_Calls):
         if call.announced:
             return None
         call.announced = True
+        if call.fields is not None:
+            call.fields.named()
         self._named += 1
         if not self._announce:
             return None

@@ -26,6 +26,7 @@ never a Python step per character. Rules:
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from json import decoder
 from typing import Any, TypeAlias
@@ -125,7 +126,9 @@ class FieldScanner:
     def __init__(self, on_field: OnField, on_text: OnText | None, max_depth: int) -> None:
         self._on_field = on_field
         self._on_text = on_text
-        self._max_depth = max_depth
+        # Past the interpreter's recursion limit the close's parser refuses the text anyway;
+        # the cap also bounds the paths, each as long as its depth.
+        self._max_depth = min(max_depth, sys.getrecursionlimit())
         self._state = _START
         # One entry per open container: the value being built, its path, its pending key.
         self._containers: list[Any] = []
@@ -146,6 +149,11 @@ class FieldScanner:
     def dead(self) -> bool:
         """Whether the scan stopped (rule 4): the text cannot be a valid object's start."""
         return self._state == _DEAD
+
+    def tell(self, on_field: OnField, on_text: OnText | None) -> None:
+        """Report to ``on_field`` and ``on_text`` from now on."""
+        self._on_field = on_field
+        self._on_text = on_text
 
     def reset(self) -> None:
         """Start over, as new: a final value replaced the text read so far."""
@@ -221,7 +229,7 @@ class FieldScanner:
     def feed(self, piece: str) -> None:
         """Read one fragment of the argument text, reporting what it completes."""
         state = self._state
-        if state == _DEAD:
+        if state == _DEAD or not piece:
             return
         if self._carry:
             piece = self._carry + piece
@@ -256,7 +264,7 @@ class FieldScanner:
                 # A short token the fragment cuts off waits for the next one, to be read
                 # whole; a long one (or a string said as it comes) is read as it streams.
                 if n - i <= _CARRY and not (
-                    piece[i] == '"' and self._on_text is not None and state <= _FIRST_VALUE
+                    piece[i] == '"' and self._on_text is not None and self._state <= _FIRST_VALUE
                 ):
                     self._carry = piece[i:]
                     return
@@ -486,20 +494,61 @@ def _post_order(value: object, on_field: OnField) -> None:
 class CallFields:
     """Field events of one call, from its argument text or its values set by path (rule 6).
 
-    The core calls ``path`` and ``paths_closed`` (arguments set by path) and ``replaced`` (a
-    final value that replaced the fragments); the operator that made it passes ``text`` each
-    argument fragment.
+    The core calls ``path`` and ``paths_closed`` (arguments set by path), ``replaced`` (a final
+    value that replaced the fragments) and ``named`` (the call's start was announced); the
+    operator that made it passes ``text`` each argument fragment. ``until_named`` holds the
+    events back until ``named``, so that a call's start comes before its fields.
     """
 
-    __slots__ = ("_on_field", "_on_text", "_scanner", "_stopped", "text")
+    __slots__ = ("_held", "_on_field", "_on_text", "_scanner", "_stopped", "text")
 
-    def __init__(self, on_field: OnField, on_text: OnText | None, max_depth: int) -> None:
+    def __init__(
+        self,
+        on_field: OnField,
+        on_text: OnText | None,
+        max_depth: int,
+        *,
+        until_named: bool = False,
+    ) -> None:
         self._on_field = on_field
         self._on_text = on_text
+        # The events held back until the call is named, in order (``None`` once it is).
+        self._held: list[tuple[bool, FieldPath, Any]] | None = [] if until_named else None
+        held = self._held
+        if held is not None:
+            on_field = self._hold_field
+            on_text = None if on_text is None else self._hold_text
         self._scanner = FieldScanner(on_field, on_text, max_depth)
         self._stopped = False
         # One fragment of the argument text: the scanner's own ``feed``, one call less each.
         self.text: Callable[[str], None] = self._scanner.feed
+
+    def _hold_field(self, path: FieldPath, value: object) -> None:
+        if self._held is None:
+            self._on_field(path, value)
+        else:
+            self._held.append((True, path, value))
+
+    def _hold_text(self, path: FieldPath, text: str) -> None:
+        assert self._on_text is not None
+        if self._held is None:
+            self._on_text(path, text)
+        else:
+            self._held.append((False, path, text))
+
+    def named(self) -> None:
+        """The call's start was announced: what was held back follows it, in order."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        # From now on the scanner reports straight to the operator.
+        self._scanner.tell(self._on_field, self._on_text)
+        for is_field, path, value in held:
+            if is_field:
+                self._on_field(path, value)
+            else:
+                assert self._on_text is not None
+                self._on_text(path, value)
 
     def path(self, steps: FieldPath, added: str, value: object, done: bool) -> None:
         """A value set at ``steps``: ``added`` characters of a string, ``value`` once ``done``."""
@@ -508,9 +557,9 @@ class CallFields:
         # The text the close writes from the paths repeats what was reported already.
         self._scanner.stop()
         if added and self._on_text is not None:
-            self._on_text(steps, added)
+            self._hold_text(steps, added)
         if done:
-            self._on_field(steps, value)
+            self._hold_field(steps, value)
 
     def paths_closed(self, arguments: str) -> None:
         """The call closed with ``arguments`` written from its paths: report the containers."""
@@ -521,7 +570,7 @@ class CallFields:
             value = _STRICT.decode(arguments)
         except (ValueError, RecursionError):
             return  # the close refuses it too, with the turn's error
-        _post_order(value, self._on_field)
+        _post_order(value, self._hold_field)
 
     def replaced(self, arguments: str) -> None:
         """A final value replaced the fragments: report its fields again, from the start."""
@@ -533,4 +582,5 @@ class CallFields:
     def stop(self) -> None:
         """Report nothing more (the turn failed, or a close the wire never sent may be a cut)."""
         self._stopped = True
+        self._held = None
         self._scanner.stop()

@@ -541,19 +541,22 @@ def _watch(
 ) -> Callable[[str], None]:
     """Give ``call`` its field events, made into ``pending``; what reads its argument text."""
 
-    # Server-run calls are never announced nor dispatched (that is known only after the call
-    # opens, so each event asks).
+    # The events wait for the call's start (``until_named``). A server-run call is never
+    # announced, and a custom tool's input is not JSON: that is known only after the call
+    # opens, so each event asks.
     def on_field(path: tuple[str | int, ...], value: object) -> None:
-        if not call.server:
+        if call.json and not call.server:
             pending.append(
                 new_field(call.index, call.id, call.name, path, value, call.choice_index)
             )
 
     def on_text(path: tuple[str | int, ...], text: str) -> None:
-        if not call.server:
+        if call.json and not call.server:
             pending.append(new_text(call.index, call.id, call.name, path, text, call.choice_index))
 
-    call.fields = CallFields(on_field, on_text if strings else None, max_depth)
+    call.fields = CallFields(
+        on_field, on_text if strings else None, max_depth, until_named=not call.announced
+    )
     return call.fields.text
 
 
@@ -663,9 +666,9 @@ def lifecycle(
     *,
     every: int = 64,
     wire: Wire | None = None,
-    fields: Literal[True],
-    strings: bool = False,
-) -> Callable[[Observable[Chunk]], Observable[CallEvent | FieldEvent]]: ...
+    fields: bool,
+    strings: Literal[False] = False,
+) -> Callable[[Observable[Chunk]], Observable[CallEvent | ToolCallField]]: ...
 
 
 @overload
@@ -674,8 +677,8 @@ def lifecycle(
     *,
     every: int = 64,
     wire: Wire | None = None,
-    fields: bool,
-    strings: bool = False,
+    fields: Literal[True],
+    strings: bool,
 ) -> Callable[[Observable[Chunk]], Observable[CallEvent | FieldEvent]]: ...
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, assert_type
 
 import pytest
 import reactivex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reactivex import Observable
 from reactivex import operators as ops
 from reactivex.subject import Subject
 
@@ -33,6 +35,7 @@ from tests.wire_builders import (
 
 Path = tuple[str | int, ...]
 Event = dict[str, Any]
+CallEvent = rt.ToolCallStarted | rt.ToolCallProgress | rt.ToolCallCommitted
 
 
 # -- the reference: a post-order walk of json.loads, with exact types --------------------------
@@ -530,8 +533,29 @@ def test_lifecycle_interleaves_fields_with_its_own_events() -> None:
     # Without fields=True, lifecycle is as it was.
     plain, _, _ = run(events, rt.lifecycle, every=4)
     assert [e for e in items if not isinstance(e, rt.ToolCallField)] == plain
+    # mypy refuses both (an unused ignore would fail the type check), and so does the call.
     with pytest.raises(ValueError, match="fields=True"):
         rt.lifecycle(strings=True)  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match="fields=True"):
+        rt.lifecycle(fields=False, strings=True)  # type: ignore[call-overload]
+
+
+def test_the_overloads_say_which_events_come() -> None:
+    """Checked by mypy (``assert_type``); at run time, that each call makes an operator."""
+    assert_type(rt.lifecycle(), Callable[[Observable[object]], Observable[CallEvent]])
+    assert_type(
+        rt.lifecycle(fields=True),
+        Callable[[Observable[object]], Observable[CallEvent | rt.ToolCallField]],
+    )
+    assert_type(
+        rt.lifecycle(fields=True, strings=True),
+        Callable[[Observable[object]], Observable[CallEvent | rt.ToolCallField | rt.ToolCallText]],
+    )
+    assert_type(rt.fields(), Callable[[Observable[object]], Observable[rt.ToolCallField]])
+    assert_type(
+        rt.fields(strings=True),
+        Callable[[Observable[object]], Observable[rt.ToolCallField | rt.ToolCallText]],
+    )
 
 
 def test_empty_source_and_source_error() -> None:
@@ -600,3 +624,83 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len({k for k, _ in pairs}) != len(pairs):
         raise ValueError("a repeated key")
     return dict(pairs)
+
+
+def test_a_call_s_fields_come_after_its_start_when_the_name_comes_late() -> None:
+    """A Chat call whose first fragment has its id and arguments, and its name a later one."""
+    events = [call_open(0, "c", None, '{"a": 1, '), call_open(0, None, "f", '"b": 2}'), finish()]
+    items, errors, done = run(events, rt.lifecycle, fields=True)
+    assert not errors
+    assert done
+    assert [type(e).__name__ for e in items] == [
+        "ToolCallStarted",
+        "ToolCallField",
+        "ToolCallField",
+        "ToolCallField",
+        "ToolCallCommitted",
+    ]
+    assert {e.name for e in items} == {"f"}
+    got, _, _ = run(events)
+    assert [(e.name, e.path) for e in got] == [("f", ("a",)), ("f", ("b",)), ("f", ())]
+
+
+def test_a_string_starts_on_the_fragment_that_brought_it_after_a_key() -> None:
+    fragments = ['{"path": "a.py", "content": "def f', "():", '\\n    return 1", "n": 2}']
+    subject: Subject[object] = Subject()
+    got: list[rt.ToolCallField | rt.ToolCallText] = []
+    subject.pipe(rt.fields(strings=True)).subscribe(got.append)
+    subject.on_next(call_open(0, "c", "edit"))
+    said = []
+    for fragment in fragments:
+        subject.on_next(args(0, fragment))
+        said.append([(e.path, e.text if isinstance(e, rt.ToolCallText) else e.value) for e in got])
+        got.clear()
+    assert said[0] == [(("path",), "a.py"), (("path",), "a.py"), (("content",), "def f")]
+    assert said[1] == [(("content",), "():")]
+    assert said[2][0] == (("content",), "\n    return 1")
+
+
+def test_a_custom_tool_s_free_form_input_reports_no_fields() -> None:
+    """A Responses custom tool's input is text, never parsed, even when it looks like JSON."""
+    item = {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c", "name": "sql"}
+    text = '{"a": 1}'
+    events = [
+        r_created(),
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**item, "input": "", "status": "in_progress"},
+        },
+        {"type": "response.custom_tool_call_input.delta", "output_index": 0, "delta": text[:4]},
+        {"type": "response.custom_tool_call_input.delta", "output_index": 0, "delta": text[4:]},
+        {"type": "response.custom_tool_call_input.done", "output_index": 0, "input": text},
+        r_completed([{**item, "input": text, "status": "completed"}]),
+    ]
+    items, errors, done = run(events, rt.lifecycle, fields=True, strings=True)
+    assert not errors
+    assert done
+    assert [type(e).__name__ for e in items] == ["ToolCallStarted", "ToolCallCommitted"]
+
+
+def test_empty_fragments_keep_no_state() -> None:
+    """An empty fragment (every wire's fast path passes them on) changes nothing."""
+    scanner = FieldScanner(lambda p, v: None, None, 128)
+    scanner.feed('{"a": t')
+    for _ in range(1000):
+        scanner.feed("")
+    assert scanner._carry == "t"
+    events = [call_open(0, "c", "f"), args(0, '{"a": t'), *[args(0, "")] * 50, args(0, "rue}")]
+    got, errors, done = run([*events, finish()])
+    assert [(e.path, e.value) for e in got] == [(("a",), True), ((), {"a": True})]
+    assert not errors
+    assert done
+
+
+def test_nesting_past_the_recursion_limit_stops_the_scan_whatever_max_depth_says() -> None:
+    """The close's parser cannot read it, and the paths would grow with the depth squared."""
+    depth = sys.getrecursionlimit() + 10
+    policy = rt.Policy(limits=rt.Limits(max_depth=10**6))
+    text = '{"a": ' + "[" * depth + "]" * depth + "}"
+    got, errors, _ = run([call_open(0, "c", "f"), args(0, text), finish()], policy=policy)
+    assert got == []
+    assert isinstance(errors[0], rt.LimitExceededError)
