@@ -1,8 +1,10 @@
 r"""Field events: each value of a call's arguments, the moment it is complete, in linear time.
 
-One ``FieldScanner`` per call reads the argument text as it streams, once per character:
-string contents and runs of digits or whitespace are skipped in bulk by regular expressions,
-never a Python step per character. Rules:
+One ``FieldScanner`` per call reads the argument text as it streams: a whole token (with the
+``:`` or ``,`` after it) by one regular expression match, a long string's contents in bulk,
+never a Python step per character. A short token a fragment cuts off (at most ``_CARRY``
+characters) is read again, whole, with the next fragment; a longer one is read as it streams,
+so a fragment's work stays bounded by its size. Rules:
 
 1. A value is complete, and reported with its path, when nothing later can change it: a string
    at its closing quote, a number once a character that cannot continue it follows, ``true``,
@@ -10,12 +12,13 @@ never a Python step per character. Rules:
 2. The order is completion order: members and items in document order, each before its
    container, the root ``()`` last.
 3. Each value is what the final parse gives at its path: strings, numbers and keys are decoded
-   by the same decoder as the close (``_close`` rule 2), and a container holds the very values
+   by the same decoder as the close (``_close`` rule 4), and a container holds the very values
    reported for its members. A repeated key is reported each time its value completes; its
    object keeps the last, as the final parse does.
-4. Text that is not the start of a valid JSON object, or nests deeper than ``Limits.max_depth``,
-   stops the scan: nothing more is reported for that call, and its state is let go. The close
-   gives the turn's typed error; what was reported before equals the valid prefix's values.
+4. Text that is not the start of a valid JSON object, or nests deeper than ``Limits.max_depth``
+   (or the interpreter's recursion limit, past which the close cannot parse it), stops the
+   scan: nothing more is reported for that call, and its state is let go. The close gives the
+   turn's typed error; what was reported before equals the valid prefix's values.
 5. With ``strings``, a string value's decoded characters are also reported as they arrive, one
    piece per fragment (never empty). Only a cut escape, or the first half of a surrogate pair,
    waits for the next fragment.
