@@ -41,9 +41,11 @@ def samples() -> dict[str, object]:
         "ToolCall": call,
         "ToolCallBuffer": buffer,
         "ToolCallCommitted": rt.ToolCallCommitted(call),
+        "ToolCallField": rt.ToolCallField(0, call.id, call.name, ("city",), "Edinburgh"),
         "ToolCallFinished": rt.ToolCallFinished(call, "sunny"),
         "ToolCallProgress": rt.ToolCallProgress(0, call.id, call.name, 10, 2),
         "ToolCallStarted": rt.ToolCallStarted(0, call.id, call.name, 1),
+        "ToolCallText": rt.ToolCallText(0, call.id, call.name, ("city",), "Edin"),
         "TurnFinished": rt.TurnFinished(1, turn),
         "TurnRetried": rt.TurnRetried(1, 2, error),
     }
