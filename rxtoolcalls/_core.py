@@ -1319,7 +1319,10 @@ class Core(_Calls):
         """
         policy = self._policy
         if call.server:
-            return None  # run by the provider: never announced, never dispatched
+            # Run by the provider: never announced, never dispatched, no field events.
+            if call.fields is not None:
+                call.fields.stop()
+            return None
         name = call.name or ""
         tools = policy.tools
         if policy.join_split_names and not whole:

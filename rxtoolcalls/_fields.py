@@ -16,9 +16,9 @@ so a fragment's work stays bounded by its size. Rules:
    reported for its members. A repeated key is reported each time its value completes; its
    object keeps the last, as the final parse does.
 4. Text that is not the start of a valid JSON object, or nests deeper than ``Limits.max_depth``
-   (or the interpreter's recursion limit, past which the close cannot parse it), stops the
-   scan: nothing more is reported for that call, and its state is let go. The close gives the
-   turn's typed error; what was reported before equals the valid prefix's values.
+   (or half the interpreter's recursion limit, past which the close's parser may refuse it),
+   stops the scan: nothing more is reported for that call, and its state is let go. The close
+   gives the turn's typed error; what was reported before equals the valid prefix's values.
 5. With ``strings``, a string value's decoded characters are also reported as they arrive, one
    piece per fragment (never empty). Only a cut escape, or the first half of a surrogate pair,
    waits for the next fragment.
@@ -34,7 +34,7 @@ from collections.abc import Callable
 from json import decoder
 from typing import Any, TypeAlias
 
-from ._close import _STRICT
+from ._close import _OPEN_NUMBER, _STRICT
 
 __all__ = ["CallFields", "FieldPath", "FieldScanner", "OnField", "OnText"]
 
@@ -66,6 +66,8 @@ _DECODABLE = re.compile(r'(?:[^\\]++|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*+')
 _CUT_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?")
 _HIGH_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}")
 _NUMBER = re.compile(r"[-+.eE0-9]*+")
+# What may follow a number (the end of its container, the next member, whitespace).
+_DELIMITERS = frozenset(" \t\n\r,]}")
 _WORDS = {"t": "true", "f": "false", "n": "null"}
 _WORD_VALUES: dict[str, object] = {"true": True, "false": False, "null": None}
 
@@ -129,9 +131,10 @@ class FieldScanner:
     def __init__(self, on_field: OnField, on_text: OnText | None, max_depth: int) -> None:
         self._on_field = on_field
         self._on_text = on_text
-        # Past the interpreter's recursion limit the close's parser refuses the text anyway;
-        # the cap also bounds the paths, each as long as its depth.
-        self._max_depth = min(max_depth, sys.getrecursionlimit())
+        # The close's parser recurses once per level, on top of the caller's stack: past half
+        # the interpreter's recursion limit it may refuse the text. The cap also bounds the
+        # paths, each as long as its depth.
+        self._max_depth = min(max_depth, sys.getrecursionlimit() // 2)
         self._state = _START
         # One entry per open container: the value being built, its path, its pending key.
         self._containers: list[Any] = []
@@ -265,10 +268,9 @@ class FieldScanner:
                 if i == n:
                     return
                 # A short token the fragment cuts off waits for the next one, to be read
-                # whole; a long one (or a string said as it comes) is read as it streams.
-                if n - i <= _CARRY and not (
-                    piece[i] == '"' and self._on_text is not None and self._state <= _FIRST_VALUE
-                ):
+                # whole; a long one (or a string said as it comes) is read as it streams, and
+                # anything else is read a step at a time (where it stops the scan).
+                if n - i <= _CARRY and self._cut(piece, i):
                     self._carry = piece[i:]
                     return
                 i = self._step(piece, i)
@@ -308,6 +310,21 @@ class FieldScanner:
             else:
                 self.stop()
                 return
+
+    def _cut(self, piece: str, i: int) -> bool:
+        """Whether the fragment ends inside a token that starts at ``i`` and may be held back."""
+        c = piece[i]
+        if c == '"':
+            # A value string said as it comes is never held back; a string that ends in the
+            # fragment (and failed ``_TOKEN``) is read a step at a time, where it is refused.
+            if self._on_text is not None and self._state <= _FIRST_VALUE:
+                return False
+            end = _STRING_BODY.match(piece, i + 1).end()  # type: ignore[union-attr]
+            return end == len(piece) or piece[end] == "\\"  # its end, or a cut escape
+        if c == "-" or "0" <= c <= "9":
+            return _OPEN_NUMBER.fullmatch(piece, i) is not None
+        word = _WORDS.get(c)
+        return word is not None and word.startswith(piece[i:])
 
     def _punctuation(self, c: str, state: int) -> bool:
         """Apply one of ``{}[]:,`` in ``state``; ``False`` (and the scan stops) where invalid."""
@@ -443,6 +460,8 @@ class FieldScanner:
         text = "".join(self._raw)
         self._raw = []
         try:
+            if piece[end] not in _DELIMITERS:
+                raise ValueError(text)  # ``12x``: what follows can end no number
             value = _number(text)
         except ValueError:
             self.stop()

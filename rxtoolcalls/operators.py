@@ -541,17 +541,17 @@ def _watch(
 ) -> Callable[[str], None]:
     """Give ``call`` its field events, made into ``pending``; what reads its argument text."""
 
-    # The events wait for the call's start (``until_named``). A server-run call is never
-    # announced, and a custom tool's input is not JSON: that is known only after the call
-    # opens, so each event asks.
+    # The events wait for the call's start (``until_named``); a server-run call, never
+    # announced, reports none. A custom tool's input is not JSON: that is known only after
+    # the call is named, so each event asks.
     def on_field(path: tuple[str | int, ...], value: object) -> None:
-        if call.json and not call.server:
+        if call.json:
             pending.append(
                 new_field(call.index, call.id, call.name, path, value, call.choice_index)
             )
 
     def on_text(path: tuple[str | int, ...], text: str) -> None:
-        if call.json and not call.server:
+        if call.json:
             pending.append(new_text(call.index, call.id, call.name, path, text, call.choice_index))
 
     call.fields = CallFields(

@@ -22,6 +22,9 @@ from rxtoolcalls.wires import names
 from tests.helpers import args, call_open, collect, finish
 from tests.wire_builders import (
     G_CLOSE,
+    a_piece,
+    a_start,
+    a_tool_open,
     case,
     g_arg,
     g_open,
@@ -696,11 +699,58 @@ def test_empty_fragments_keep_no_state() -> None:
     assert done
 
 
-def test_nesting_past_the_recursion_limit_stops_the_scan_whatever_max_depth_says() -> None:
-    """The close's parser cannot read it, and the paths would grow with the depth squared."""
-    depth = sys.getrecursionlimit() + 10
+def test_nesting_past_half_the_recursion_limit_stops_the_scan_whatever_max_depth_says() -> None:
+    """The close's parser may not reach it, and the paths would grow with the depth squared."""
     policy = rt.Policy(limits=rt.Limits(max_depth=10**6))
-    text = '{"a": ' + "[" * depth + "]" * depth + "}"
-    got, errors, _ = run([call_open(0, "c", "f"), args(0, text), finish()], policy=policy)
+    half = sys.getrecursionlimit() // 2
+    for depth in (half - 1, half, sys.getrecursionlimit() - 20, sys.getrecursionlimit() + 10):
+        text = '{"a": ' + "[" * depth + "]" * depth + "}"
+        got, errors, done = run([call_open(0, "c", "f"), args(0, text), finish()], policy=policy)
+        if depth < half:  # with the root: within the cap
+            assert done
+            assert len(got) == depth + 1
+        else:
+            assert got == []
+        if depth > sys.getrecursionlimit():
+            assert isinstance(errors[0], rt.LimitExceededError)
+
+
+@pytest.mark.parametrize(
+    "fragments",
+    [
+        ['{"a": 12x}'],
+        ['{"a": 12', "x}"],
+        ['{"a": 12x}', " " * 300],
+        ['{"a": 12x' + " " * 300 + "}"],
+        ['{"a": [0"' + "b" * 300 + '"]}'],
+        ['{"a": 01, "b": 2}'],
+        ['{"a": NaN, "b": 2}'],
+    ],
+)
+def test_what_follows_a_number_must_end_it(fragments: list[str]) -> None:
+    """``12x``: not a number followed by junk, whatever the fragments; nothing is reported."""
+    events = [call_open(0, "c", "f"), *(args(0, f) for f in fragments), finish()]
+    got, errors, done = run(events)
     assert got == []
-    assert isinstance(errors[0], rt.LimitExceededError)
+    assert not done
+    assert isinstance(errors[0], rt.InvalidArgumentsError)
+
+
+def test_a_server_run_call_holds_nothing_back() -> None:
+    """Never announced, it reports nothing, and its field events stop at once."""
+    from rxtoolcalls._fields import CallFields
+    from rxtoolcalls._reader import reader
+
+    scanners: list[CallFields] = []
+
+    def on_open(call: Any) -> None:
+        call.fields = CallFields(lambda p, v: None, None, 128, until_named=True)
+        scanners.append(call.fields)
+
+    made = reader(on_open=on_open, wire="anthropic")
+    made.feed(a_start())
+    made.feed(a_tool_open(0, "srv_1", "web_search", kind="server_tool_use"))
+    for _ in range(50):
+        made.feed(a_piece(0, '{"q": "x"}' if _ == 0 else ""))
+    assert scanners[0]._stopped
+    assert scanners[0]._held is None
