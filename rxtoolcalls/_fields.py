@@ -7,8 +7,9 @@ characters) is read again, whole, with the next fragment; a longer one is read a
 so a fragment's work stays bounded by its size. Rules:
 
 1. A value is complete, and reported with its path, when nothing later can change it: a string
-   at its closing quote, a number once a character that cannot continue it follows, ``true``,
-   ``false`` and ``null`` when the word is whole, an object or array at its closing bracket.
+   at its closing quote, a number once a delimiter (whitespace, ``,``, ``]``, ``}``) follows,
+   ``true``, ``false`` and ``null`` when the word is whole, an object or array at its closing
+   bracket.
 2. The order is completion order: members and items in document order, each before its
    container, the root ``()`` last.
 3. Each value is what the final parse gives at its path: strings, numbers and keys are decoded
