@@ -191,13 +191,13 @@ def assert_connection_freed(
     assert client_socket.fileno() == -1
 
 
-@pytest.mark.parametrize("through", [None, "assemble", "lifecycle"])
+@pytest.mark.parametrize("through", [None, "assemble", "lifecycle", "fields"])
 @pytest.mark.parametrize(("opener", "wire"), OPENERS)
 def test_dispose_on_a_new_thread_closes_the_connection(
     opener: Opener, wire: str, through: str | None
 ) -> None:
-    # Through an operator too: assemble() folds in its own stage, lifecycle() in lift's; each
-    # holds the source's subscription, and disposing the turn must reach the socket.
+    # Through an operator too: assemble() folds in its own stage, lifecycle() and fields() in
+    # lift's; each holds the source's subscription, and disposing the turn must reach the socket.
     before = set(threading.enumerate())
     got = threading.Event()
     notes: list[str] = []
