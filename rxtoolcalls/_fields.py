@@ -578,7 +578,8 @@ class CallFields:
         if self._stopped:
             return
         # The text the close writes from the paths repeats what was reported already.
-        self._scanner.stop()
+        if not self._scanner.dead:
+            self._scanner.stop()
         if added and self._on_text is not None:
             self._hold_text(steps, added)
         if done:

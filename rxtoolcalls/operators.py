@@ -581,7 +581,6 @@ def _call_events(
 
         def on_open(call: Call) -> None:
             data = call.data
-            count = 0
             if every is None:
                 # fields(): each fragment kept and scanned, nothing counted.
                 read = _watch(call, pending, strings, max_depth)
@@ -596,6 +595,7 @@ def _call_events(
 
                 call.sink = sink
                 return
+            count = 0
             left = every  # a countdown: one test a fragment, no division
             scan = _watch(call, pending, strings, max_depth) if with_fields else None
 
