@@ -67,7 +67,14 @@ from ._types import (
 if TYPE_CHECKING:
     from ._wire import WireSpec
 
-__all__ = ["build_turns", "check_finish", "every_turn", "resolve_policy", "single_turn"]
+__all__ = [
+    "build_turns",
+    "built_alone",
+    "check_finish",
+    "every_turn",
+    "resolve_policy",
+    "single_turn",
+]
 
 
 def _where(choice_index: int, index: int | None, name: str | None) -> str:
@@ -450,6 +457,22 @@ def _complete(
         buffer.type or "function",
         buffer.item_id,
     )
+
+
+def built_alone(buffer: ToolCallBuffer, policy: Policy) -> ToolCall | None:
+    """The call rule 4 builds from ``buffer`` alone, or ``None`` where it would refuse it.
+
+    For a call complete before its turn (``agent_loop(early=...)``): the close still decides
+    the turn, and gives its typed error.
+    """
+    try:
+        return _complete(buffer, policy, None, _uncounted)
+    except ToolCallStreamError:
+        return None
+
+
+def _uncounted(name: str) -> None:
+    """Counts nothing: a call built alone adds no normalization to any turn."""
 
 
 def _validate(

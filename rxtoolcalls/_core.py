@@ -191,6 +191,7 @@ class Call:
         "index",
         "item_id",
         "json",
+        "made_up",
         "name",
         "object_payload",
         "order",
@@ -233,6 +234,8 @@ class Call:
         # that lets the final value win).
         self.final: str | None = None
         self.item_id: str | None = None
+        # The reader made the id up (Gemini sent none): a new one on each stream of the turn.
+        self.made_up = False
         # The arguments parsed already: a copy of the object they were written from.
         self.parsed: dict[str, Any] | None = None
         self.server = False
@@ -282,6 +285,14 @@ class Call:
             self.sink = _discard  # a sink of lifecycle() holds the bytes too
 
     @property
+    def whole(self) -> bool:
+        """Whether the wire said the arguments are complete: the call's close, or a final value.
+
+        Never on Chat Completions, which closes no call before the turn ends.
+        """
+        return self.closed is True or self.final is not None
+
+    @property
     def size(self) -> int:
         """Characters of arguments received so far."""
         return self.end - self.room
@@ -305,6 +316,22 @@ class Call:
             self.server,
             self.json,
         )
+
+
+def keeping(call: Call, then: Callable[[str], object]) -> Callable[[str], None]:
+    """A sink that keeps each piece in ``call.data``, as having none does, then passes it on."""
+    data = call.data
+    assert data is not None  # a sink is given only to a reader that keeps the arguments
+
+    def sink(piece: str) -> None:
+        nonlocal data
+        try:
+            data += str.encode(piece)
+        except UnicodeEncodeError:
+            call.write(piece)  # a lone surrogate, kept as such
+        then(piece)
+
+    return sink
 
 
 class _Choice:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import inspect
 import json
 import threading
 from collections import deque
@@ -32,6 +33,7 @@ from collections.abc import (
     AsyncIterable,
     Awaitable,
     Callable,
+    Collection,
     Iterable,
     Mapping,
     MutableMapping,
@@ -46,10 +48,12 @@ from reactivex import operators as ops
 from reactivex.disposable import Disposable, SerialDisposable, SingleAssignmentDisposable
 from reactivex.scheduler import CurrentThreadScheduler, EventLoopScheduler, NewThreadScheduler
 from reactivex.scheduler.eventloop import AsyncIOScheduler, AsyncIOThreadSafeScheduler
+from reactivex.subject import AsyncSubject
 
 from ._agent_io import RunsOn, discard, open_chunks, run_tool, typed_failure
 from ._close import resolve_policy, single_turn
-from ._errors import ToolCallStreamError, clip
+from ._early import EarlyCalls
+from ._errors import ToolCallStreamError, TruncatedToolCallError, clip
 from ._policy import Policy, PolicyName
 from ._reader import reader as TurnReader
 from ._types import (
@@ -67,7 +71,9 @@ __all__ = [
     "AgentEvent",
     "Conversation",
     "Ledger",
+    "ToolCallEarly",
     "ToolCallFinished",
+    "ToolCallRetracted",
     "ToolExecutionError",
     "TurnFinished",
     "TurnLimitError",
@@ -95,11 +101,16 @@ class ToolExecutionError(ToolCallStreamError):
 @documented_state
 @dataclass(frozen=True, slots=True)
 class TurnRetried:
-    """Turn ``turn`` was interrupted (``error``) and is streamed again: attempt ``attempt``."""
+    """Turn ``turn`` failed (``error``) and is streamed again: attempt ``attempt``.
+
+    ``max_tokens`` is the raised output-token ceiling the new stream asks for, when the turn
+    was cut by the ceiling (``TruncatedToolCallError``); ``None`` after a network failure.
+    """
 
     turn: int
     attempt: int
     error: ToolCallStreamError
+    max_tokens: int | None = None
 
 
 @documented_state
@@ -125,12 +136,47 @@ class ToolCallFinished:
 
     ``reused`` is true when the call was already in the ledger, or answered in the given
     messages (a resumed turn): the tool did not run again and ``content`` is that answer.
+    ``early`` is true when the call was taken before its turn ended (``ToolCallEarly``).
     """
 
     call: ToolCall
     content: str
     error: Exception | None = None
     reused: bool = False
+    early: bool = False
+
+
+@documented_state
+@dataclass(frozen=True, slots=True)
+class ToolCallEarly:
+    """Call ``call`` of turn ``turn`` is complete before its turn: its tool starts now.
+
+    Only for the tools named in ``agent_loop(early=...)``. Its answer is held: it comes as a
+    ``ToolCallFinished`` (``early``) once the turn committed, or a ``ToolCallRetracted`` says
+    it was dropped. ``reused``: the ledger held its answer already, so the tool does not run.
+    """
+
+    turn: int
+    call: ToolCall
+    reused: bool = False
+
+
+@documented_state
+@dataclass(frozen=True, slots=True)
+class ToolCallRetracted:
+    """A call started early is taken back: its answer never reaches the transcript.
+
+    ``reason`` says why, ``error`` is the turn's error when the turn failed. ``cancelled``: the
+    tool was still running and was cancelled (an ``async`` tool sees ``CancelledError``, a sync
+    one on a thread is abandoned and its result dropped); otherwise its answer is dropped, and
+    kept in the ledger for a retried turn that repeats the call.
+    """
+
+    turn: int
+    call: ToolCall
+    reason: str
+    error: Exception | None = None
+    cancelled: bool = False
 
 
 @documented_state
@@ -152,7 +198,8 @@ class Conversation:
 
 
 AgentEvent: TypeAlias = (
-    "ToolCallStarted | TurnRetried | TurnFinished | ToolCallFinished | Conversation"
+    "ToolCallStarted | ToolCallEarly | ToolCallRetracted | TurnRetried | TurnFinished"
+    " | ToolCallFinished | Conversation"
 )
 ChunkSource: TypeAlias = (
     "Observable[Any] | Iterable[Any] | AsyncIterable[Any] | Awaitable[AsyncIterable[Any]]"
@@ -223,7 +270,7 @@ _UNKNOWN = object()
 @documented_state
 @dataclass(frozen=True, slots=True)
 class _Settings:
-    open_stream: Callable[[list[Any]], ChunkSource]
+    open_stream: Callable[..., ChunkSource]
     tools: Mapping[str, Callable[..., Any]]
     messages: tuple[Message, ...]
     max_turns: int
@@ -234,6 +281,34 @@ class _Settings:
     empty_content: str | None
     ledger: Ledger
     resumed: OpenTurn | None
+    early: frozenset[str]
+    max_tokens: int | None
+    max_tokens_limit: int | None
+
+
+@documented_state
+@dataclass(frozen=True, slots=True)
+class _Try:
+    """One stream of a turn: its number, how many came before, network retries, ceiling."""
+
+    number: int
+    attempt: int = 0
+    failures: int = 0
+    ceiling: int | None = None
+
+
+class _EarlyRun:
+    """A call started before its turn ended: its held answer, and what cancels it."""
+
+    __slots__ = ("answer", "call", "claimed", "finished", "key", "subscription")
+
+    def __init__(self, call: ToolCall, key: str) -> None:
+        self.call = call
+        self.key = key
+        self.answer: AsyncSubject[_Answer] = AsyncSubject()
+        self.subscription = SingleAssignmentDisposable()
+        self.claimed = False  # this run wrote the ledger's claim
+        self.finished = False
 
 
 class _OnLoop:
@@ -342,6 +417,10 @@ class _Conversation:
         self.lock = threading.Lock()
         self.done = False
         self.stopping = threading.Event()
+        # This turn's calls started early, by index, until the turn commits or fails; and
+        # every one whose tool may still run, cancelled by a dispose.
+        self.runs: dict[int, _EarlyRun] = {}
+        self.live: list[_EarlyRun] = []
 
     # -- the one ending ---------------------------------------------------------------------
 
@@ -360,10 +439,12 @@ class _Conversation:
     def dispose(self) -> None:
         self._finish()
         self.current.dispose()
+        self.cancel_early()
 
     def fail(self, error: Exception) -> None:
         if self._finish():
             self.current.dispose()
+            self.cancel_early()
             self.observer.on_error(error)
 
     def emit(self, event: AgentEvent) -> bool:
@@ -421,7 +502,7 @@ class _Conversation:
     def start(self) -> abc.DisposableBase:
         resumed = self.s.resumed
         if resumed is None:
-            self.step(lambda: self.stream_turn(1, 0))
+            self.step(lambda: self.stream_turn(self.first_try(1)))
         else:
             self.step(lambda: self.resume(resumed))
         return Disposable(self.dispose)
@@ -447,7 +528,7 @@ class _Conversation:
         lacking = replace(resumed.turn, tool_calls=tuple(event.call for event, _ in new))
         added = lacking.tool_messages([value for _, value in new])
         self.transcript = with_answers(self.transcript, added)
-        self.step(lambda: self.stream_turn(1, 0))
+        self.step(lambda: self.stream_turn(self.first_try(1)))
 
     def await_all(
         self, results: Sequence[Observable[_Answer]], then: Callable[[Sequence[_Answer]], None]
@@ -465,17 +546,25 @@ class _Conversation:
             )
         )
 
-    def stream_turn(self, number: int, attempt: int) -> None:
+    def first_try(self, number: int) -> _Try:
+        return _Try(number, ceiling=self.s.max_tokens)
+
+    def stream_turn(self, at: _Try) -> None:
+        number = at.number
         try:
-            opened = self.s.open_stream(list(self.transcript))
+            if at.ceiling is None:
+                opened = self.s.open_stream(list(self.transcript))
+            else:
+                opened = self.s.open_stream(list(self.transcript), max_tokens=at.ceiling)
             if self.ended():  # disposed while the request was being made
                 discard(opened)
                 return
             source = open_chunks(opened, self.loop)
         except Exception as error:  # noqa: BLE001 - the caller's function failed; typed below
-            self.turn_failed(number, attempt, error)
+            self.turn_failed(at, error)
             return
-        reader = TurnReader(self.s.policy)
+        watch = EarlyCalls(self.s.early, self.s.policy) if self.s.early else None
+        reader = TurnReader(self.s.policy, on_open=None if watch is None else watch.open)
         ended = False
 
         def on_chunk(chunk: Any) -> None:
@@ -486,18 +575,23 @@ class _Conversation:
                 events = reader.feed(chunk)
             except Exception as error:  # noqa: BLE001 - the reader's typed errors
                 ended = True
-                self.turn_failed(number, attempt, error)
+                self.turn_failed(at, error)
                 return
             for event in events:
                 if not self.emit(event):
                     ended = True
                     return
+            if watch is not None:
+                for call, made_up in watch.ready(reader):
+                    if not self.start_early(number, call, made_up):
+                        ended = True
+                        return
 
         def on_error(error: Exception) -> None:
             nonlocal ended
             if not ended:
                 ended = True
-                self.turn_failed(number, attempt, error)
+                self.turn_failed(at, error)
 
         def on_completed() -> None:
             nonlocal ended
@@ -507,7 +601,7 @@ class _Conversation:
             try:
                 turn = single_turn(reader.close_choices())
             except Exception as error:  # noqa: BLE001 - the reader's typed errors
-                self.turn_failed(number, attempt, error)
+                self.turn_failed(at, error)
                 return
             self.turn_done(number, turn)
 
@@ -520,13 +614,98 @@ class _Conversation:
             scheduler=self.scheduler,
         )
 
-    def turn_failed(self, number: int, attempt: int, error: Exception) -> None:
+    def turn_failed(self, at: _Try, error: Exception) -> None:
         typed, may_pass = typed_failure(error)
-        if not (may_pass and attempt < self.s.retries and isinstance(typed, ToolCallStreamError)):
+        if not self.retract(at.number, f"the turn failed: {type(typed).__name__}", typed):
+            return
+        limit = self.s.max_tokens_limit
+        if (
+            isinstance(typed, TruncatedToolCallError)
+            and limit is not None
+            and at.ceiling is not None
+            and at.ceiling < limit
+        ):
+            # Cut by the token ceiling: streamed again at once with a higher one, never repaired.
+            ceiling = min(at.ceiling * 2, limit)
+            if self.emit(TurnRetried(at.number, at.attempt + 1, typed, ceiling)):
+                again = replace(at, attempt=at.attempt + 1, ceiling=ceiling)
+                self.step(lambda: self.stream_turn(again))
+            return
+        if not (
+            may_pass and at.failures < self.s.retries and isinstance(typed, ToolCallStreamError)
+        ):
             self.fail(typed)
             return
-        if self.emit(TurnRetried(number, attempt + 1, typed)):
-            self.step(lambda: self.stream_turn(number, attempt + 1), self.s.backoff * (2**attempt))
+        if self.emit(TurnRetried(at.number, at.attempt + 1, typed)):
+            again = replace(at, attempt=at.attempt + 1, failures=at.failures + 1)
+            self.step(lambda: self.stream_turn(again), self.s.backoff * (2**at.failures))
+
+    # -- early calls ------------------------------------------------------------------------
+
+    def start_early(self, number: int, call: ToolCall, made_up: bool) -> bool:
+        """Start ``call``'s tool before its turn ends, holding its answer; false once ended."""
+        run = _EarlyRun(call, _ledger_key(number, call, made_up))
+        with _LEDGER_LOCK:
+            reused = isinstance(self.s.ledger.get(run.key), str)
+        if not self.emit(ToolCallEarly(number, call, reused)):
+            return False
+        with self.lock:
+            if self.done:
+                return False
+            self.runs[call.index] = run
+            self.live.append(run)
+
+        def claimed() -> None:
+            run.claimed = True
+
+        def finished() -> None:
+            run.finished = True
+
+        run.subscription.disposable = (
+            self.dispatch(number, call, made_up, claimed)
+            .pipe(ops.finally_action(finished))
+            .subscribe(run.answer, scheduler=self.scheduler)
+        )
+        return True
+
+    def stop_run(self, run: _EarlyRun) -> bool:
+        """Cancel ``run`` if its tool still runs; whether it did. A cancelled claim is let go."""
+        running = not run.finished
+        run.subscription.dispose()
+        if running and run.claimed:
+            # Its result will never be recorded: a retried turn may run it again.
+            with _LEDGER_LOCK:
+                if self.s.ledger.get(run.key, _UNKNOWN) is None:
+                    del self.s.ledger[run.key]
+        return running
+
+    def cancel_early(self) -> None:
+        """Cancel every early tool still running: the loop ended."""
+        with self.lock:
+            live, self.live = self.live, []
+            self.runs = {}
+        for run in live:
+            self.stop_run(run)
+
+    def retract(
+        self,
+        number: int,
+        reason: str,
+        error: Exception | None = None,
+        runs: Iterable[_EarlyRun] | None = None,
+    ) -> bool:
+        """Take back early calls (this turn's, unless ``runs``); false once the loop ended."""
+        if runs is None:
+            runs = list(self.runs.values())
+            self.runs = {}
+        for run in runs:
+            cancelled = self.stop_run(run)
+            with self.lock:
+                if run in self.live:
+                    self.live.remove(run)
+            if not self.emit(ToolCallRetracted(number, run.call, reason, error, cancelled)):
+                return False
+        return True
 
     def turn_done(self, number: int, turn: AssistantTurn) -> None:
         if not self.emit(TurnFinished(number, turn)):
@@ -546,30 +725,58 @@ class _Conversation:
                 asked = ", ".join(c.name[:64] for c in turn.tool_calls)
                 why = f"the model still asked for tools after {self.s.max_turns} turns ({asked})"
                 hint = "raise max_turns, or check what the tools answer"
-            self.fail(TurnLimitError(why, hint=hint))
+            error = TurnLimitError(why, hint=hint)
+            if self.retract(number, "the turn limit was reached", error):
+                self.fail(error)
             return
         if paused:
             # Anthropic pause_turn: a long server-side turn stopped early. Its content, sent
             # back as the last message, is where the next stream goes on; nothing to dispatch.
+            if not self.retract(number, "the provider paused the turn; it goes on streaming"):
+                return
             self.transcript.extend(_as_list(turn.to_message(self.s.empty_content)))
-            self.step(lambda: self.stream_turn(number + 1, 0))
+            self.step(lambda: self.stream_turn(self.first_try(number + 1)))
             return
         made_up = made_up_ids(turn)
-        results = [self.dispatch(number, call, call.id in made_up) for call in turn.tool_calls]
+        runs, self.runs = self.runs, {}
+        results: list[Observable[_Answer]] = []
+        for call in turn.tool_calls:
+            run = runs.pop(call.index, None)
+            if run is not None and run.call == call:
+                results.append(run.answer.pipe(ops.map(_as_early(call))))
+            else:
+                if run is not None:
+                    runs[call.index] = run  # changed since it started: taken back below
+                results.append(self.dispatch(number, call, call.id in made_up))
+        if runs and not self.retract(
+            number, "its arguments changed after it started", runs=runs.values()
+        ):
+            return
         self.await_all(results, lambda answers: self.answered_turn(number, turn, answers))
 
     def answered_turn(self, number: int, turn: AssistantTurn, answers: Sequence[_Answer]) -> None:
         for event, _ in answers:
             if not self.emit(event):
                 return
+        with self.lock:
+            self.live = []  # every early tool has answered
         values = [value for _, value in answers]
         self.transcript.extend(turn.exchange(values, self.s.empty_content))
-        self.step(lambda: self.stream_turn(number + 1, 0))
+        self.step(lambda: self.stream_turn(self.first_try(number + 1)))
 
     # -- tools ------------------------------------------------------------------------------
 
-    def dispatch(self, number: int, call: ToolCall, made_up: bool) -> Observable[_Answer]:
-        """The call's answer: its tool's run, or the one recorded, decided when it starts."""
+    def dispatch(
+        self,
+        number: int,
+        call: ToolCall,
+        made_up: bool,
+        claimed: Callable[[], None] | None = None,
+    ) -> Observable[_Answer]:
+        """The call's answer: its tool's run, or the one recorded, decided when it starts.
+
+        ``claimed`` is told when this run writes the ledger's claim.
+        """
         ledger = self.s.ledger
         key = _ledger_key(number, call, made_up)
         tool = self.s.tools.get(call.name)
@@ -584,6 +791,8 @@ class _Conversation:
                     recorded = ledger.get(key, _UNKNOWN)
                     if recorded is _UNKNOWN and tool is not None:
                         ledger[key] = None  # at most once, even if the result never comes
+                        if claimed is not None:
+                            claimed()
             return recorded is _UNKNOWN and tool is not None
 
         def record(value: object) -> _Answer | None:
@@ -636,6 +845,16 @@ class _Conversation:
         return reactivex.return_value((ToolCallFinished(call, content, error), error))
 
 
+def _as_early(call: ToolCall) -> Callable[[_Answer], _Answer]:
+    """An early run's answer as the committed ``call``'s (an equal call)."""
+
+    def early(answer: _Answer) -> _Answer:
+        event, value = answer
+        return replace(event, call=call, early=True), value
+
+    return early
+
+
 def _reused(call: ToolCall, content: str) -> _Answer:
     """The answer of a call that does not run again: the one it had, as text."""
     return ToolCallFinished(call, content, reused=True), content
@@ -657,11 +876,54 @@ def _check_numbers(max_turns: object, retries: object, backoff: object) -> None:
         raise ValueError("backoff must be a number of seconds, at least 0 and under an hour")
 
 
+def _check_early(early: object, tools: Mapping[str, object]) -> frozenset[str]:
+    if early is None:
+        return frozenset()
+    if isinstance(early, str | bytes) or not isinstance(early, Iterable):
+        raise TypeError(
+            f"early must be a collection of tool names (a set), not {type(early).__name__}"
+        )
+    names = frozenset(early)
+    if not all(isinstance(name, str) for name in names):
+        raise TypeError("early must hold tool names (str)")
+    unknown = sorted(names - set(tools))
+    if unknown:
+        raise ValueError(f"early names tools that are not in tools: {', '.join(unknown)[:200]}")
+    return names
+
+
+def _check_ceiling(open_stream: Callable[..., object], max_tokens: object, limit: object) -> None:
+    for name, value in (("max_tokens", max_tokens), ("max_tokens_limit", limit)):
+        if value is not None and (type(value) is not int or value < 1):
+            raise ValueError(f"{name} must be a positive int or None")
+    if limit is not None:
+        if max_tokens is None:
+            raise ValueError("max_tokens_limit needs max_tokens: the ceiling it raises")
+        if limit < max_tokens:  # type: ignore[operator]
+            raise ValueError("max_tokens_limit must be at least max_tokens")
+    if max_tokens is None:
+        return
+    try:
+        signature = inspect.signature(open_stream)
+    except (TypeError, ValueError):
+        return  # a callable Python cannot describe: the first call tells
+    try:
+        signature.bind([], max_tokens=max_tokens)
+    except TypeError:
+        raise TypeError(
+            "open_stream must take the ceiling as a keyword, open_stream(messages, "
+            "max_tokens=...), when max_tokens is given"
+        ) from None
+
+
 def agent_loop(
-    open_stream: Callable[[list[Any]], ChunkSource],
+    open_stream: Callable[..., ChunkSource],
     tools: Mapping[str, Callable[..., Any]],
     messages: Sequence[Mapping[str, Any]],
     *,
+    early: Collection[str] | None = None,
+    max_tokens: int | None = None,
+    max_tokens_limit: int | None = None,
     max_turns: int = 8,
     retries: int = 2,
     backoff: float = 0.5,
@@ -748,6 +1010,8 @@ def agent_loop(
     message that only calls tools (llama-cpp-python's server refuses ``null``).
     """
     _check_numbers(max_turns, retries, backoff)
+    early_names = _check_early(early, tools)
+    _check_ceiling(open_stream, max_tokens, max_tokens_limit)
     given = tuple(dict(m) for m in messages)
     settings = _Settings(
         open_stream=open_stream,
@@ -761,6 +1025,9 @@ def agent_loop(
         empty_content=empty_content,
         ledger=ledger if ledger is not None else {},
         resumed=open_turn(given),
+        early=early_names,
+        max_tokens=max_tokens,
+        max_tokens_limit=max_tokens_limit,
     )
 
     def subscribe(

@@ -25,7 +25,7 @@ from reactivex import GroupedObservable, Observable, abc
 from reactivex.disposable import Disposable
 
 from ._close import build_turns, check_finish, every_turn, resolve_policy, single_turn
-from ._core import Call, _discard
+from ._core import Call, _discard, keeping
 from ._errors import MalformedChunkError, StreamInterruptedError
 from ._fields import CallFields
 from ._lift import Fail, Fold, Stage, SubscriberRaised, fold, lift
@@ -580,31 +580,16 @@ def _call_events(
         pending: list[object] = []
 
         def on_open(call: Call) -> None:
-            data = call.data
             if every is None:
                 # fields(): each fragment kept and scanned, nothing counted.
-                read = _watch(call, pending, strings, max_depth)
-
-                def sink(piece: str) -> None:
-                    nonlocal data
-                    try:
-                        data += str.encode(piece)  # type: ignore[operator]
-                    except UnicodeEncodeError:
-                        call.write(piece)
-                    read(piece)
-
-                call.sink = sink
+                call.sink = keeping(call, _watch(call, pending, strings, max_depth))
                 return
             count = 0
             left = every  # a countdown: one test a fragment, no division
             scan = _watch(call, pending, strings, max_depth) if with_fields else None
 
-            def counting_sink(piece: str) -> None:
-                nonlocal count, left, data
-                try:
-                    data += str.encode(piece)  # type: ignore[operator]
-                except UnicodeEncodeError:
-                    call.write(piece)
+            def counting(piece: str) -> None:
+                nonlocal count, left
                 if scan is not None:
                     scan(piece)
                 left -= 1
@@ -623,7 +608,7 @@ def _call_events(
                         )
                     )
 
-            call.sink = counting_sink
+            call.sink = keeping(call, counting)
 
         reader = TurnReader(policy, wire=wire, on_open=on_open, on_error=fail, announce=commit)
 

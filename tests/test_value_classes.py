@@ -41,13 +41,15 @@ def samples() -> dict[str, object]:
         "ToolCall": call,
         "ToolCallBuffer": buffer,
         "ToolCallCommitted": rt.ToolCallCommitted(call),
+        "ToolCallEarly": rt.ToolCallEarly(1, call, reused=True),
         "ToolCallField": rt.ToolCallField(0, call.id, call.name, ("city",), "Edinburgh"),
         "ToolCallFinished": rt.ToolCallFinished(call, "sunny"),
         "ToolCallProgress": rt.ToolCallProgress(0, call.id, call.name, 10, 2),
+        "ToolCallRetracted": rt.ToolCallRetracted(1, call, "the turn failed", error, True),
         "ToolCallStarted": rt.ToolCallStarted(0, call.id, call.name, 1),
         "ToolCallText": rt.ToolCallText(0, call.id, call.name, ("city",), "Edin"),
         "TurnFinished": rt.TurnFinished(1, turn),
-        "TurnRetried": rt.TurnRetried(1, 2, error),
+        "TurnRetried": rt.TurnRetried(1, 2, error, 2048),
     }
 
 
@@ -73,7 +75,18 @@ def test_pickle_and_copy_round_trip(name: str) -> None:
         assert type(again) is cls
         if isinstance(again, rt.TurnRetried):  # an exception compares by identity
             assert (again.turn, again.attempt, str(again.error)) == (1, 2, "cut")
+            assert again.max_tokens == 2048
             assert type(again.error) is rt.StreamInterruptedError
+        elif isinstance(again, rt.ToolCallRetracted):
+            assert isinstance(value, rt.ToolCallRetracted)
+            assert (again.turn, again.call, again.reason, again.cancelled) == (
+                value.turn,
+                value.call,
+                value.reason,
+                value.cancelled,
+            )
+            assert type(again.error) is rt.StreamInterruptedError
+            assert str(again.error) == "cut"
         else:
             assert again == value
     # Still slotted and frozen.

@@ -448,6 +448,7 @@ class _Parts(Core):
             provisional=True,
         )
         call.closed = False
+        call.made_up = given is None
         candidate.calls += 1
         shown = {k: v for k, v in part.items() if k != "functionCall"} if len(part) > 1 else {}
         if shown:
@@ -503,6 +504,7 @@ class _Parts(Core):
                     )
                     call.end = len(built.arguments)
                     call.closed = True
+                    call.made_up = not given
                     call.streamed = built.arguments
                     call.parsed = built.parsed_arguments
                     call.announced = True

@@ -1,0 +1,121 @@
+"""Calls complete before their turn is: the ones a tool may start on (``agent_loop(early=)``).
+
+Sans-IO: the reader's ``on_open`` hands each call to ``EarlyCalls.open``, and ``ready``, asked
+after each event, returns the calls that became complete since. Rules:
+
+1. On a wire that closes each call, a call is complete once the wire says its arguments are
+   whole (``Call.whole``): Anthropic and Bedrock at the block's stop, Responses at
+   ``function_call_arguments.done`` or the item's ``output_item.done``, Gemini at a whole
+   ``functionCall`` part or the part that closes a streamed one.
+2. Chat Completions closes no call: there a call is complete once its argument text is one
+   whole JSON object (the field scan, linear in the text) and the stream has moved past it,
+   to a fragment of another call or to the finish. A later fragment of its own (only
+   whitespace keeps it whole) does not count as moving past it.
+3. A complete call is reported only as the close would build it alone (``built_alone``):
+   named, with an id, arguments that parse into an object within the limits and the declared
+   schema. Otherwise it waits for the close, which gives the turn's typed error.
+4. Only calls whose name is in ``names`` are reported, never a server-run call, each once.
+
+Nothing here commits anything: the turn is still all or nothing, decided by its close.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from ._close import built_alone
+from ._core import Call, Core, keeping
+from ._fields import FieldPath, FieldScanner
+from ._policy import Policy
+from ._types import ToolCall
+
+__all__ = ["EarlyCalls"]
+
+
+class EarlyCalls:
+    """The calls of one stream that are complete before its turn (rules 1-4)."""
+
+    __slots__ = ("_names", "_passed", "_policy", "_scans", "_waiting", "_whole")
+
+    def __init__(self, names: Collection[str], policy: Policy) -> None:
+        self._names = names
+        self._policy = policy
+        # Opened, and neither reported nor ruled out yet.
+        self._waiting: list[Call] = []
+        # Chat: each watched call's scan, and the calls whose text is a whole object, before
+        # and after the stream moved past them (rule 2).
+        self._scans: dict[Call, FieldScanner] = {}
+        self._whole: list[Call] = []
+        self._passed: set[Call] = set()
+
+    def open(self, call: Call) -> None:
+        """Watch ``call`` (the reader's ``on_open``)."""
+        self._waiting.append(call)
+
+        def first(piece: str) -> None:
+            if call.closed is not None:
+                # The wire closes its calls (it set ``closed`` as the call opened): rule 1
+                # needs no scan, and the rest of its fragments take the reader's own path.
+                call.sink = None
+                return
+            scan = self._chat(call)
+            call.sink = keeping(call, scan)
+            scan(piece)
+
+        call.sink = keeping(call, first)
+
+    def _chat(self, call: Call) -> Callable[[str], None]:
+        """What reads each fragment of a Chat call (rule 2)."""
+        scanner: FieldScanner | None = None
+        if call.name is None or call.name in self._names:
+
+            def on_field(path: FieldPath, _: object) -> None:
+                if not path:
+                    self._whole.append(call)
+
+            scanner = self._scans[call] = FieldScanner(
+                on_field, None, self._policy.limits.max_depth
+            )
+        whole = self._whole
+        passed = self._passed
+
+        def read(piece: str) -> None:
+            if whole:
+                # A fragment of this call moves the stream past every other whole one.
+                for other in [c for c in whole if c is not call]:
+                    whole.remove(other)
+                    passed.add(other)
+            if scanner is not None:
+                scanner.feed(piece)
+
+        return read
+
+    def ready(self, reader: Core) -> list[tuple[ToolCall, bool]]:
+        """The calls complete since the last ask, as built, each with whether its id is made up."""
+        if not self._waiting:
+            return []
+        if self._whole and reader.finish_reason() is not None:
+            self._passed.update(self._whole)
+            self._whole.clear()
+        found: list[tuple[ToolCall, bool]] = []
+        waiting: list[Call] = []
+        for call in self._waiting:
+            name = call.name
+            if name is None:
+                waiting.append(call)
+                continue
+            if call.server or name not in self._names:
+                self._scans.pop(call, None)
+                continue
+            if not call.whole:
+                if call not in self._passed:
+                    waiting.append(call)
+                    continue
+                if self._scans[call].dead:
+                    continue  # text after the object: the close refuses the turn
+            self._scans.pop(call, None)
+            built = built_alone(call.buffer(), self._policy)
+            if built is not None:
+                found.append((built, call.made_up))
+        self._waiting = waiting
+        return found
