@@ -202,7 +202,8 @@ class ReplayServer:
     ``delay`` is the seconds between two streamed chunks (default 0.0: as fast as the socket
     takes them; ``serve --delay`` defaults to 0.03, to look like a model writing). ``delays``
     maps a request number to its own delay, so that one request can stall while the others
-    run at ``delay``. ``cut`` maps a request number to a chunk count after which the stream is
+    run at ``delay``; a sequence there is the pause after each chunk in turn (``delay`` past
+    its end), for a stream that writes one call fast and the next one slowly. ``cut`` maps a request number to a chunk count after which the stream is
     dropped without its end, as a failing proxy would. Request numbers are 0-based, counted
     from the start or the last reset; a reply that is not streamed is never delayed nor cut.
 
@@ -227,7 +228,7 @@ class ReplayServer:
         recordings: Sequence[Sequence[dict[str, Any]]],
         *,
         delay: float = 0.0,
-        delays: Mapping[int, float] | None = None,
+        delays: Mapping[int, float | Sequence[float]] | None = None,
         cut: Mapping[int, int] | None = None,
         loop: bool = False,
         port: int = 0,
@@ -241,9 +242,16 @@ class ReplayServer:
                 raise ValueError(f"recording {number} is empty")
             if not all(isinstance(chunk, dict) for chunk in recording):
                 raise ValueError(f"recording {number} holds a chunk that is not a dict")
+        paces = [(f"delays[{k}]", v) for k, v in (delays or {}).items()]
         for name, seconds in [
             ("delay", delay),
-            *((f"delays[{k}]", v) for k, v in (delays or {}).items()),
+            *((name, v) for name, v in paces if not isinstance(v, Sequence)),
+            *(
+                (f"{name}[{i}]", each)
+                for name, v in paces
+                if isinstance(v, Sequence)
+                for i, each in enumerate(v)
+            ),
         ]:
             if not _seconds(seconds):
                 raise ValueError(
@@ -256,7 +264,9 @@ class ReplayServer:
         self.wires = [_recording_wire(r) for r in self.recordings]
         """The wire of each recording (``None`` if it shows none)."""
         self.delay = delay
-        self.delays = dict(delays or {})
+        self.delays = {
+            k: tuple(v) if isinstance(v, Sequence) else v for k, v in (delays or {}).items()
+        }
         self.cut = dict(cut or {})
         self.loop = loop
         self.requests: list[dict[str, Any]] = []
@@ -519,7 +529,7 @@ class ReplayServer:
                 chunks: list[dict[str, Any]],
                 stop_after: int | None,
                 route: Route,
-                delay: float,
+                delay: float | Sequence[float],
             ) -> None:
                 shown = len(chunks) if stop_after is None else min(stop_after, len(chunks))
                 frames = self.frames(chunks[:shown], route)
@@ -543,8 +553,13 @@ class ReplayServer:
                     for data in frames:
                         self.wfile.write(_http_chunk(data) if chunked else data)
                         self.wfile.flush()
+                        pause = (
+                            delay
+                            if not isinstance(delay, Sequence)
+                            else (delay[sent] if sent < len(delay) else server.delay)
+                        )
                         sent += 1
-                        if delay and not self.pause(delay):
+                        if pause and not self.pause(pause):
                             raise ConnectionResetError  # the client left during the pause
                     if shown < len(chunks):
                         # A dropped connection: chunked, the body also lacks its last chunk.

@@ -452,6 +452,8 @@ class WireCase:
     whose arguments stop inside the string value of a key (key, value). Use ``cut()``."""
     closers: Mapping[str, list[Event]]
     """What ends a turn cut anywhere, by name; ``"finish"`` (the wire's plain end) is first."""
+    ceiling: list[Event]
+    """What ends a turn that the output-token ceiling cut (after ``cut()``): its length finish."""
     items: bool
     """Whether a turn keeps what it streamed as items in the wire's shape (``turn.items``)."""
     arguments_as_text: bool
@@ -853,6 +855,7 @@ CASES: dict[str, WireCase] = {
         build=_chat_turn,
         build_cut=_chat_cut,
         closers={"finish": [finish("tool_calls")]},
+        ceiling=[finish("length")],
         items=False,
         arguments_as_text=True,
         choice=lambda n: {"choices": [{"index": n, "delta": {"content": ""}}]},
@@ -876,6 +879,7 @@ CASES: dict[str, WireCase] = {
         build=_responses_turn,
         build_cut=_responses_cut,
         closers={"finish": [r_completed([])]},
+        ceiling=[r_incomplete("max_output_tokens")],
         items=True,
         arguments_as_text=True,
         choice=None,
@@ -904,6 +908,7 @@ CASES: dict[str, WireCase] = {
         build=_anthropic_turn,
         build_cut=_anthropic_cut,
         closers={"finish": a_end("tool_use")},
+        ceiling=a_end("max_tokens"),
         items=True,
         arguments_as_text=True,
         choice=None,
@@ -939,6 +944,7 @@ CASES: dict[str, WireCase] = {
             "close then finish": [g_response(G_CLOSE), g_stop()],
             "new call": [g_response(g_call("closer")), g_stop()],
         },
+        ceiling=[g_stop("MAX_TOKENS")],
         items=True,
         arguments_as_text=False,
         choice=lambda n: {"candidates": [{"index": n, "content": {"parts": [{"text": ""}]}}]},
@@ -971,6 +977,7 @@ CASES: dict[str, WireCase] = {
         build=_bedrock_turn,
         build_cut=_bedrock_cut,
         closers={"finish": b_end("tool_use")},
+        ceiling=b_end("max_tokens"),
         items=True,
         arguments_as_text=True,
         choice=None,
