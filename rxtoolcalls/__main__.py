@@ -834,7 +834,14 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     choice = _tool_choice(args.tool_choice, declared, args.wire)
     entry, sdk = _client(args.wire)
     from ._agent_io import open_chunks, typed_failure
-    from .agent import Conversation, ToolCallFinished, TurnRetried, agent_loop
+    from .agent import (
+        Conversation,
+        ToolCallEarly,
+        ToolCallFinished,
+        ToolCallRetracted,
+        TurnRetried,
+        agent_loop,
+    )
 
     base_url = _base_url(args.base_url)
     try:
@@ -849,16 +856,36 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     policy, require = _policy(args)
     show = _show_progress(args, err)
     ask = Request(args.model, declared, choice, args.temperature, args.max_tokens, args.system)
+    ceiling = args.max_tokens if args.max_tokens is not None else entry.max_tokens
+    if args.max_tokens_limit is not None:
+        if ceiling is None:
+            raise _UsageError(
+                f"chat --max-tokens-limit: give --max-tokens, the ceiling it raises "
+                f"(the {args.wire} wire has no default)"
+            )
+        if args.max_tokens_limit < ceiling:
+            raise _UsageError(
+                f"chat --max-tokens-limit {args.max_tokens_limit}: below the ceiling it "
+                f"raises ({ceiling})"
+            )
+    unknown = sorted(set(args.early or ()) - set(functions))
+    if unknown:
+        raise _UsageError(
+            f"chat --early {_one_line(unknown[0])[:64]}: no --tool of that name is loaded"
+        )
     turns: dict[int, int] = {}
 
-    def open_stream(messages: list[dict[str, Any]]) -> Any:
+    def open_stream(messages: list[dict[str, Any]], max_tokens: int | None = None) -> Any:
         # A turn's transcript is longer than the last one's; a retry sends the same again,
         # keeps its number and so its capture.
         turn = turns.setdefault(len(messages), len(turns) + 1)
         # A forced choice holds for the first turn only: forced every turn, the model could
         # never answer, and the loop would end in TurnLimitError.
         forced = turn == 1 or choice in ("auto", "none")
-        stream = entry.open(client, ask if forced else replace(ask, choice=None), messages)
+        asked = ask if forced else replace(ask, choice=None)
+        if max_tokens is not None:
+            asked = replace(asked, max_tokens=max_tokens)
+        stream = entry.open(client, asked, messages)
         if not args.record:
             return stream
         path = Path(args.record)
@@ -877,8 +904,14 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         elif isinstance(event, ToolCallFinished):
             answer = _escape_surrogates(_one_line(event.content)[:80])
             print(f"  ← {_escape_surrogates(event.call.name)}: {answer}", file=err, flush=True)
+        elif isinstance(event, ToolCallEarly):
+            print(f"  ⇢ {_escape_surrogates(event.call.name)} started early", file=err, flush=True)
+        elif isinstance(event, ToolCallRetracted):
+            name = _escape_surrogates(event.call.name)
+            print(f"  ✗ {name} taken back: {event.reason}", file=err, flush=True)
         elif isinstance(event, TurnRetried):
-            print(f"  ↻ retrying turn {event.turn}: {event.error}", file=err, flush=True)
+            raised = "" if event.max_tokens is None else f" with max tokens {event.max_tokens}"
+            print(f"  ↻ retrying turn {event.turn}{raised}: {event.error}", file=err, flush=True)
 
     finished = threading.Event()
 
@@ -891,6 +924,9 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         open_stream,
         functions,
         entry.messages(args.prompt, args.system),
+        early=args.early,
+        max_tokens=ceiling if args.max_tokens_limit is not None else None,
+        max_tokens_limit=args.max_tokens_limit,
         max_turns=args.max_turns,
         retries=args.retries,
         policy=policy,
@@ -1203,6 +1239,21 @@ def _parser() -> argparse.ArgumentParser:
             if spec.client.max_tokens is not None
         )
         + ")",
+    )
+    chat.add_argument(
+        "--max-tokens-limit",
+        type=_number(int, 1),
+        metavar="N",
+        help="stream a turn the token ceiling cut off inside a call again, with the ceiling "
+        "doubled, up to N (default: never; starts from --max-tokens or the wire's default)",
+    )
+    chat.add_argument(
+        "--early",
+        action="append",
+        metavar="TOOL",
+        help="start this tool as soon as its own call is complete, before the turn ends; its "
+        "answer waits for the turn, and a failed turn takes it back (read-only, idempotent "
+        "tools only); repeatable (default: none)",
     )
     chat.add_argument(
         "--max-turns",

@@ -9,7 +9,7 @@ after each event, returns the calls that became complete since. Rules:
    ``functionCall`` part or the part that closes a streamed one.
 2. Chat Completions closes no call: there a call is complete once its argument text is one
    whole JSON object (the field scan, linear in the text) and the stream has moved past it,
-   to a fragment of another call or to the finish. A later fragment of its own (only
+   to another call (its opening or a fragment) or to the finish. A later fragment of its own (only
    whitespace keeps it whole) does not count as moving past it.
 3. A complete call is reported only as the close would build it alone (``built_alone``):
    named, with an id, arguments that parse into an object within the limits and the declared
@@ -51,6 +51,11 @@ class EarlyCalls:
     def open(self, call: Call) -> None:
         """Watch ``call`` (the reader's ``on_open``)."""
         self._waiting.append(call)
+        if self._whole:
+            # Another call opening moves the stream past every whole one (rule 2), even
+            # when its first fragment is empty, as Chat's first one of a call usually is.
+            self._passed.update(self._whole)
+            self._whole.clear()
 
         def first(piece: str) -> None:
             if call.closed is not None:

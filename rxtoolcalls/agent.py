@@ -670,7 +670,9 @@ class _Conversation:
 
     def stop_run(self, run: _EarlyRun) -> bool:
         """Cancel ``run`` if its tool still runs; whether it did. A cancelled claim is let go."""
-        running = not run.finished
+        # Its answer counts as soon as the ledger holds it (just before the run ends).
+        with _LEDGER_LOCK:
+            running = not run.finished and not isinstance(self.s.ledger.get(run.key), str)
         run.subscription.dispose()
         if running and run.claimed:
             # Its result will never be recorded: a retried turn may run it again.

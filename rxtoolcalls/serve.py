@@ -203,9 +203,10 @@ class ReplayServer:
     takes them; ``serve --delay`` defaults to 0.03, to look like a model writing). ``delays``
     maps a request number to its own delay, so that one request can stall while the others
     run at ``delay``; a sequence there is the pause after each chunk in turn (``delay`` past
-    its end), for a stream that writes one call fast and the next one slowly. ``cut`` maps a request number to a chunk count after which the stream is
-    dropped without its end, as a failing proxy would. Request numbers are 0-based, counted
-    from the start or the last reset; a reply that is not streamed is never delayed nor cut.
+    its end), for a stream that writes one call fast and the next one slowly. ``cut`` maps a
+    request number to a chunk count after which the stream is dropped without its end, as a
+    failing proxy would. Request numbers are 0-based, counted from the start or the last
+    reset; a reply that is not streamed is never delayed nor cut.
 
     ``requests`` keeps the body of every request for a recording, across resets;
     ``disconnects`` counts streams the client closed before the end (seen at once, even while

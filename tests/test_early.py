@@ -141,7 +141,7 @@ def test_chat_waits_for_a_fragment_of_another_call_or_the_finish() -> None:
         args(1, '{"q": 2}'),
         finish("tool_calls"),
     ]
-    assert [(at, call.id) for at, call in readiness(events)] == [(4, "a"), (5, "b")]
+    assert [(at, call.id) for at, call in readiness(events)] == [(3, "a"), (5, "b")]
 
 
 def test_chat_interleaved_calls_are_each_reported_when_the_other_moves_on() -> None:
