@@ -16,7 +16,9 @@ pass, and thousands of concurrent async byte sources; ``--sdk`` times the paths 
 openai client; ``--e2e`` runs all of those in one run and the curves against stream size
 (plotted with ``--plot``). ``--fields`` times ``fields()`` on one call of 8-128 KiB in
 16-character fragments against ``assemble()`` alone and against jiter's partial re-parse
-after each fragment (plotted with ``--plot``); the full run includes it.
+after each fragment (plotted with ``--plot``); the full run includes it. ``--early`` times
+the agent loop with ``early=`` against without, on a two-call turn paced by ``ReplayServer``
+through the openai and anthropic clients, sync and async; the full run includes it too.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import io
 import json
 import os
 import platform
+import statistics
 import struct
 import sys
 import time
@@ -2760,6 +2763,363 @@ def plot_fields(
     )
 
 
+# -- early execution --------------------------------------------------------------------------
+
+EARLY_STREAM = 1.0  # seconds the two-call turn takes to stream, as in the issue
+EARLY_FIRST = 0.3  # of which call 0's, up to its last fragment
+EARLY_TOOL = 0.7  # call 0's tool: about as long as the rest of the stream
+EARLY_QUICK = 0.05  # --quick: the stream's seconds, the pauses and the tool in proportion
+EARLY_TARGET = 0.8  # the wall time with ``early`` against without, at most
+EARLY_CALLS = (
+    ("call_0", "search", '{"query": "rxtoolcalls early calls"}', 3),
+    ("call_1", "clock", '{"zone": "Europe/Oslo", "format": "iso-8601"}', 7),
+)  # (id, tool, arguments, fragments): call 0 written fast, call 1 slowly
+EARLY_ANSWER = "Found it."
+EARLY_USER: list[dict[str, Any]] = [{"role": "user", "content": "Search, and tell me the time."}]
+EARLY_CLIENTS = ("openai", "anthropic")  # the SDK each wire is read through
+EARLY_MODES = ("sync", "async")
+
+
+def _pieces(text: str, count: int) -> list[str]:
+    size = -(-len(text) // count)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _early_pauses(fast: int, slow: int) -> list[float]:
+    """The pause after each event, as a share of the stream's time: ``fast`` events over the
+    first EARLY_FIRST of it, then ``slow`` over the rest (the events after: no pause)."""
+    first = EARLY_FIRST / EARLY_STREAM
+    return [first / fast] * fast + [(1 - first) / slow] * slow
+
+
+def build_early_chat() -> tuple[list[dict[str, Any]], list[float], list[dict[str, Any]]]:
+    """The two-call Chat turn, the pause after each chunk (shares of the stream's time), and
+    the prose answer that follows.
+
+    Call 0 opens in the first chunk and its last fragment is sent at EARLY_FIRST; call 1 opens
+    then (``arguments: ""``, as OpenAI opens a call) and its fragments take the rest, up to the
+    ``tool_calls`` finish.
+    """
+    (id0, name0, text0, n0), (id1, name1, text1, n1) = EARLY_CALLS
+
+    def opened(index: int, id_: str, name: str) -> dict[str, Any]:
+        function = {"name": name, "arguments": ""}
+        return {"index": index, "id": id_, "type": "function", "function": function}
+
+    def piece(index: int, text: str) -> dict[str, Any]:
+        return _chunk({"tool_calls": [{"index": index, "function": {"arguments": text}}]})
+
+    chunks = [_chunk({"role": "assistant", "content": None, "tool_calls": [opened(0, id0, name0)]})]
+    chunks += [piece(0, p) for p in _pieces(text0, n0)]
+    chunks.append(_chunk({"tool_calls": [opened(1, id1, name1)]}))
+    chunks += [piece(1, p) for p in _pieces(text1, n1)]
+    chunks.append(_chunk({}, "tool_calls"))
+    prose = [_chunk({"role": "assistant", "content": EARLY_ANSWER}), _chunk({}, "stop")]
+    return chunks, _early_pauses(1 + n0, 1 + n1), prose
+
+
+def _anthropic_message(stop: str, blocks: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    start: dict[str, Any] = {
+        "id": "msg_early",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 20, "output_tokens": 1},
+    }
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for block in blocks:
+        events += block
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": 20},
+        }
+    )
+    events.append({"type": "message_stop"})
+    return events
+
+
+def build_early_anthropic() -> tuple[list[dict[str, Any]], list[float], list[dict[str, Any]]]:
+    """``build_early_chat``'s turn as an Anthropic message: call 0's block stops at
+    EARLY_FIRST, call 1's block opens then and its fragments take the rest."""
+    blocks: list[list[dict[str, Any]]] = []
+    for index, (id_, name, text, count) in enumerate(EARLY_CALLS):
+        block = {"type": "tool_use", "id": id_, "name": name, "input": {}}
+        events: list[dict[str, Any]] = [
+            {"type": "content_block_start", "index": index, "content_block": block}
+        ]
+        events += [
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "input_json_delta", "partial_json": p},
+            }
+            for p in _pieces(text, count)
+        ]
+        blocks.append([*events, {"type": "content_block_stop", "index": index}])
+    n0, n1 = (count for *_, count in EARLY_CALLS)
+    # message_start and call 0's start and fragments fast, its stop and call 1's start at once.
+    pauses = _early_pauses(2 + n0, 1 + n1)
+    pauses.insert(2 + n0, 0.0)
+    answer: list[dict[str, Any]] = [
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": EARLY_ANSWER},
+        },
+        {"type": "content_block_stop", "index": 0},
+    ]
+    return _anthropic_message("tool_use", blocks), pauses, _anthropic_message("end_turn", [answer])
+
+
+EARLY_BUILDERS = {"openai": build_early_chat, "anthropic": build_early_anthropic}
+
+
+def early_tools(tool: float, asynchronous: bool) -> dict[str, Callable[..., Any]]:
+    """Call 0's tool, taking ``tool`` seconds (``time.sleep``, or ``asyncio.sleep`` when
+    ``asynchronous``), and call 1's, quick."""
+    if asynchronous:
+
+        async def search_async(query: str) -> str:
+            await asyncio.sleep(tool)
+            return f"3 results for {query!r}"
+
+        async def clock_async(zone: str, format: str) -> str:
+            return f"12:00 in {zone} ({format})"
+
+        return {"search": search_async, "clock": clock_async}
+
+    def search(query: str) -> str:
+        time.sleep(tool)
+        return f"3 results for {query!r}"
+
+    def clock(zone: str, format: str) -> str:
+        return f"12:00 in {zone} ({format})"
+
+    return {"search": search, "clock": clock}
+
+
+@dataclass
+class EarlyRun:
+    """One agent loop: its wall time, its transcript, and when its events came (seconds from
+    the start, by event type; ToolCallEarly's only when a tool started early)."""
+
+    seconds: float
+    messages: tuple[dict[str, Any], ...]
+    marks: list[tuple[float, Any]]
+
+    @property
+    def early_at(self) -> float | None:
+        return next((t for t, e in self.marks if isinstance(e, rt.ToolCallEarly)), None)
+
+
+def _early_open(client: str, sdk: Any) -> Callable[[list[dict[str, Any]]], Any]:
+    if client == "openai":
+        return lambda messages: sdk.chat.completions.create(
+            model="m", messages=messages, stream=True
+        )
+    return lambda messages: sdk.messages.create(
+        model="m", max_tokens=1024, messages=messages, stream=True
+    )
+
+
+def _early_client(client: str, server: Any, asynchronous: bool) -> Any:
+    if client == "openai":
+        import openai
+
+        kind: Any = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+        return kind(base_url=server.base_url, api_key="unused", max_retries=0)
+    import anthropic
+
+    kind = anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic
+    return kind(base_url=server.root_url, api_key="unused", max_retries=0)
+
+
+def early_loop(client: str, mode: str, early: bool, stream: float) -> EarlyRun:
+    """The agent loop over the two-call turn streamed in ``stream`` seconds through ``client``
+    (sync ``.run()``, or awaited in ``asyncio.run``), with or without ``early={"search"}``.
+
+    Timed from subscribing to the ``Conversation``; the server and the client are made before.
+    Fails loudly when the loop did not send two requests or did not start call 0 early.
+    """
+    from rxtoolcalls.serve import ReplayServer
+
+    turn, shares, prose = EARLY_BUILDERS[client]()
+    pauses = [share * stream for share in shares]
+    tools = early_tools(EARLY_TOOL * stream / EARLY_STREAM, mode == "async")
+    names = {"search"} if early else None
+    marks: list[tuple[float, Any]] = []
+    start = 0.0
+
+    def note(event: Any) -> None:
+        marks.append((time.perf_counter() - start, event))
+
+    def loop(sdk: Any) -> reactivex.Observable[rt.Conversation]:
+        opened = _early_open(client, sdk)
+        events = rt.agent_loop(opened, tools, EARLY_USER, early=names)
+        return events.pipe(ops.do_action(note), rt.final_conversation())
+
+    with ReplayServer([turn, prose], delays={0: pauses}) as server:
+        if mode == "sync":
+            sdk = _early_client(client, server, asynchronous=False)
+            try:
+                start = time.perf_counter()
+                conversation = loop(sdk).run()
+                seconds = time.perf_counter() - start
+            finally:
+                sdk.close()
+        else:
+
+            async def main() -> tuple[float, rt.Conversation]:
+                nonlocal start
+                sdk = _early_client(client, server, asynchronous=True)
+                try:
+                    start = time.perf_counter()
+                    conversation: rt.Conversation = await loop(sdk)
+                    return time.perf_counter() - start, conversation
+                finally:
+                    await sdk.close()
+
+            seconds, conversation = asyncio.run(main())
+        requests = len(server.requests)
+    what = f"early: {client} {mode} {'with' if early else 'without'} early"
+    if requests != 2:
+        raise SystemExit(f"{what}: {requests} requests, not 2")
+    if conversation.final.content != EARLY_ANSWER:
+        raise SystemExit(f"{what}: the final answer is {conversation.final.content!r}")
+    run = EarlyRun(seconds, conversation.messages, marks)
+    started = [e.call.name for _, e in marks if isinstance(e, rt.ToolCallEarly)]
+    held = [e.call.name for _, e in marks if isinstance(e, rt.ToolCallFinished) and e.early]
+    expected = ["search"] if early else []
+    if started != expected or held != expected:
+        raise SystemExit(f"{what}: started early {started}, answered as early {held}")
+    return run
+
+
+@dataclass
+class EarlySummary:
+    """Each run's wall time without and with ``early``, their ratios, and where ``early``
+    started call 0's tool."""
+
+    without: list[float]
+    with_early: list[float]
+    early_at: list[float]
+
+    @property
+    def ratios(self) -> list[float]:
+        return [w / o for w, o in zip(self.with_early, self.without, strict=True)]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.ratios)
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        return min(self.ratios), max(self.ratios)
+
+
+def early_section(runs: int, stream: float, clients: tuple[str, ...] | None = None) -> list[Target]:
+    """The agent loop's wall time with ``early`` against without, on a two-call turn streamed
+    over ``stream`` seconds through each client, sync and async, ``runs`` interleaved runs
+    (printed); a target per client and mode, judged at the issue's scale only. Every run's
+    transcript is checked against the first one's, with and without ``early``."""
+    tool = EARLY_TOOL * stream / EARLY_STREAM
+    first = EARLY_FIRST * stream / EARLY_STREAM
+    print(
+        f"\n### Early execution: a two-call turn streamed over {stream:.2f} s, the agent loop's "
+        "wall time with `early` against without\n"
+    )
+    print(
+        f"Call 0 is complete (its last fragment sent) at {first:.2f} s and its tool takes "
+        f"{tool:.2f} s; call 1 streams until {stream:.2f} s and its tool is quick; a prose turn "
+        "follows. `ReplayServer` paces the turn chunk by chunk over loopback HTTP; "
+        f"`early={{'search'}}` or none; {runs} interleaved run(s) after an untimed one, each "
+        "transcript checked against the first.\n"
+    )
+    print(
+        "| client | mode | without (s) | with `early` (s) | ratio each run | median | "
+        "spread | call 0 started early at (s) |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    clients = EARLY_CLIENTS if clients is None else clients
+    present = [c for c in clients if _importable(c)]
+    missing = [c for c in clients if c not in present]
+    cases = [(c, m) for c in present for m in EARLY_MODES]
+    summaries = {case: EarlySummary([], [], []) for case in cases}
+    transcripts: dict[str, tuple[dict[str, Any], ...]] = {}
+    for client, mode in cases:
+        # Untimed: the first request through a client imports and builds what later ones reuse.
+        for early in (False, True):
+            early_loop(client, mode, early, EARLY_QUICK)
+    for _ in range(runs):
+        for client, mode in cases:
+            summary = summaries[(client, mode)]
+            for early in (False, True):
+                run = early_loop(client, mode, early, stream)
+                kept = transcripts.setdefault(client, run.messages)
+                if run.messages != kept:
+                    raise SystemExit(
+                        f"early: {client} {mode} {'with' if early else 'without'} early: "
+                        "the transcript differs"
+                    )
+                if early:
+                    summary.with_early.append(run.seconds)
+                    summary.early_at.append(run.early_at or 0.0)
+                else:
+                    summary.without.append(run.seconds)
+            print(f"  measured early {client} {mode}", file=sys.stderr, flush=True)
+    results: list[Target] = []
+    judged = stream >= EARLY_STREAM
+
+    def each(values: list[float], digits: int = 3) -> str:
+        return ", ".join(f"{v:.{digits}f}" for v in values)
+
+    for (client, mode), summary in summaries.items():
+        low, high = summary.spread
+        print(
+            f"| {client} | {mode} | {each(summary.without)} | {each(summary.with_early)} | "
+            f"{each(summary.ratios, 2)} | {summary.median:.2f}x | {low:.2f}-{high:.2f}x | "
+            f"{each(summary.early_at)} |"
+        )
+        figure = f"median {summary.median:.3f}x, spread {low:.3f}-{high:.3f}x over {runs} run(s)"
+        text = (
+            f"early: the loop's wall time within {EARLY_TARGET}x of without, {client} {mode}, "
+            "every run"
+        )
+        if judged:
+            results.append((text, high <= EARLY_TARGET, figure))
+        else:
+            results.append((text, None, f"not judged at {stream:.2f} s (--quick): {figure}"))
+    results += [
+        (f"early: {client}", None, f"not measured: {client} not installed") for client in missing
+    ]
+    return results
+
+
+def client_versions() -> str:
+    """The early section's clients and their versions (``name absent`` when not installed)."""
+    found = []
+    for name in EARLY_CLIENTS:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name} absent")
+    return ", ".join(found)
+
+
+def _importable(name: str) -> bool:
+    try:
+        __import__(name)
+    except ImportError:
+        return False
+    return True
+
+
 def verdict(results: list[Target]) -> int:
     """Print each target ([x] met, [ ] missed, [-] not measured); 1 when one was missed."""
     print("\n### Targets\n")
@@ -2811,6 +3171,13 @@ def main(argv: list[str] | None = None) -> int:
         help="only the field-events section: fields() on one call against assemble() alone and "
         "jiter's partial re-parse after each fragment, by call size (plotted with --plot)",
     )
+    parser.add_argument(
+        "--early",
+        action="store_true",
+        help="only the early-execution section: the agent loop's wall time with early= against "
+        "without, a two-call turn streamed over 1 s through the openai and anthropic clients, "
+        "sync and async (--quick: over 0.05 s, one run, not judged)",
+    )
     args = parser.parse_args(argv)
     baseline = None if args.baseline.lower() == "none" else args.baseline
     sizes: tuple[int, ...]
@@ -2840,6 +3207,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         sizes = FIELDS_QUICK if args.quick else FIELDS_SIZES
         return verdict(fields_section(sizes, 1 if args.quick else args.repeats, args.plot))
+    if args.early:
+        print(
+            f"# rxtoolcalls early execution — {platform.python_implementation()} "
+            f"{platform.python_version()}, {os.cpu_count()} CPUs, {platform.machine()}, "
+            f"rxtoolcalls {rt.__version__}; clients: {client_versions()}"
+        )
+        if args.quick:
+            return verdict(early_section(1, EARLY_QUICK))
+        return verdict(early_section(args.repeats, EARLY_STREAM))
     if args.sdk:
         streams = 50 if args.quick else SDK_STREAMS
         return verdict(sdk_section(SDK_SIZES, 1 if args.quick else args.repeats, streams))
@@ -2921,8 +3297,9 @@ def main(argv: list[str] | None = None) -> int:
     adversarial = adversarial_sections(repeats)
     wires = wire_sections(sizes, repeats, not args.no_peers, baseline)
     fields = fields_section(FIELDS_QUICK if args.quick else FIELDS_SIZES, repeats, None)
+    early = early_section(repeats, EARLY_QUICK if args.quick else EARLY_STREAM)
 
-    results = targets(rows) + adversarial + wires + fields
+    results = targets(rows) + adversarial + wires + fields + early
     results.append(
         (
             "linear: per-fragment cost at the largest size within 1.5x of the smallest",
