@@ -56,7 +56,7 @@ def is_end(event: Any) -> bool:
     """The event that ends a turn, as the SDK yields it: Chat's finish, Anthropic's delta."""
     if getattr(event, "type", None) == "message_delta":
         return True
-    choices = getattr(event, "choices", None)
+    choices: Any = getattr(event, "choices", None)
     return bool(choices) and choices[0].finish_reason is not None
 
 
