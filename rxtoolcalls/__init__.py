@@ -71,7 +71,7 @@ from .wires.anthropic import from_anthropic_stream, from_async_anthropic_stream
 from .wires.bedrock import from_async_bedrock_stream, from_bedrock_stream, from_eventstream
 from .wires.gemini import from_async_gemini_stream, from_gemini_stream
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = [
     "DEFAULT",
