@@ -300,14 +300,16 @@ class _Try:
 class _EarlyRun:
     """A call started before its turn ended: its held answer, and what cancels it."""
 
-    __slots__ = ("answer", "call", "claimed", "finished", "key", "subscription")
+    __slots__ = ("answer", "call", "claimed", "finished", "key", "stopped", "subscription")
 
     def __init__(self, call: ToolCall, key: str) -> None:
         self.call = call
         self.key = key
         self.answer: AsyncSubject[_Answer] = AsyncSubject()
         self.subscription = SingleAssignmentDisposable()
+        # Both under the conversation's lock: a run stopped before its claim never claims.
         self.claimed = False  # this run wrote the ledger's claim
+        self.stopped = False
         self.finished = False
 
 
@@ -655,30 +657,32 @@ class _Conversation:
             self.runs[call.index] = run
             self.live.append(run)
 
-        def claimed() -> None:
-            run.claimed = True
-
         def finished() -> None:
             run.finished = True
 
         run.subscription.disposable = (
-            self.dispatch(number, call, made_up, claimed)
+            self.dispatch(number, call, made_up, run)
             .pipe(ops.finally_action(finished))
             .subscribe(run.answer, scheduler=self.scheduler)
         )
         return True
 
     def stop_run(self, run: _EarlyRun) -> bool:
-        """Cancel ``run`` if its tool still runs; whether it did. A cancelled claim is let go."""
-        # Its answer counts as soon as the ledger holds it (just before the run ends).
+        """Cancel ``run`` if its tool still runs; whether it did.
+
+        A claim with no answer recorded (cancelled, or failed under ``tool_errors="raise"``) is
+        let go, so that a retried turn may run the call again.
+        """
+        with self.lock:
+            run.stopped = True
+            claimed = run.claimed
         with _LEDGER_LOCK:
-            running = not run.finished and not isinstance(self.s.ledger.get(run.key), str)
+            recorded = self.s.ledger.get(run.key, _UNKNOWN)
+            # Its answer counts as soon as the ledger holds it (just before the run ends).
+            running = not run.finished and not isinstance(recorded, str)
+            if claimed and recorded is None:
+                del self.s.ledger[run.key]
         run.subscription.dispose()
-        if running and run.claimed:
-            # Its result will never be recorded: a retried turn may run it again.
-            with _LEDGER_LOCK:
-                if self.s.ledger.get(run.key, _UNKNOWN) is None:
-                    del self.s.ledger[run.key]
         return running
 
     def cancel_early(self) -> None:
@@ -773,11 +777,11 @@ class _Conversation:
         number: int,
         call: ToolCall,
         made_up: bool,
-        claimed: Callable[[], None] | None = None,
+        early: _EarlyRun | None = None,
     ) -> Observable[_Answer]:
         """The call's answer: its tool's run, or the one recorded, decided when it starts.
 
-        ``claimed`` is told when this run writes the ledger's claim.
+        ``early``: the run it is, for a call started before its turn ended.
         """
         ledger = self.s.ledger
         key = _ledger_key(number, call, made_up)
@@ -787,14 +791,14 @@ class _Conversation:
         def claim() -> bool:
             nonlocal recorded
             with self.lock:
-                if self.done:
+                if self.done or (early is not None and early.stopped):
                     return False
                 with _LEDGER_LOCK:
                     recorded = ledger.get(key, _UNKNOWN)
                     if recorded is _UNKNOWN and tool is not None:
                         ledger[key] = None  # at most once, even if the result never comes
-                        if claimed is not None:
-                            claimed()
+                        if early is not None:
+                            early.claimed = True
             return recorded is _UNKNOWN and tool is not None
 
         def record(value: object) -> _Answer | None:

@@ -524,3 +524,32 @@ def test_early_on_and_off_give_equal_conversations(
         # A tool ran once per call; an early one that a cut abandoned mid-run may run again.
         assert all(counts[f"t{n}"] >= 1 for n in range(len(arguments)))
     assert outcomes[0] == outcomes[1]
+
+
+def test_an_early_tool_that_failed_under_raise_runs_again_on_the_retried_turn() -> None:
+    tries: list[str] = []
+
+    def search(q: str) -> str:
+        tries.append(q)
+        if len(tries) == 1:
+            raise RuntimeError("index offline")
+        return "3 hits"
+
+    failed = Until(lambda: len(tries) == 1)
+    script = Gated(
+        cut_after_first("chat"), asking("chat"), prose("chat"), gates={0: failed}, hold=0
+    )
+    events = events_of(
+        rt.agent_loop(
+            script,
+            {"search": search, "fetch": Tool()},
+            said("chat"),
+            early={"search"},
+            tool_errors="raise",
+            backoff=0,
+        )
+    )
+    # No answer was recorded for the failed run: its claim was let go, and the retry ran it.
+    assert tries == ["oslo", "oslo"]
+    finished = {e.call.name: e for e in events if isinstance(e, rt.ToolCallFinished)}
+    assert (finished["search"].content, finished["search"].reused) == ("3 hits", False)
