@@ -32,11 +32,12 @@ from ._errors import ToolCallStreamError
 from ._fields import CallFields, FieldPath, OnField
 from ._policy import Policy
 from ._reader import reader as TurnReader
-from ._types import ToolCall, documented_state
+from ._types import ToolCall, ToolCallStarted, documented_state
 from .agent import (
     AgentEvent,
     Conversation,
     ToolCallEarly,
+    ToolCallFinished,
     ToolCallRetracted,
     TurnFinished,
     TurnRetried,
@@ -429,7 +430,16 @@ class AgentTimeline:
     chunks: tuple[float, ...]
     runs: tuple[ToolRun, ...]
     marks: tuple[AgentMark, ...]
-    events: tuple[AgentEvent, ...]
+    events: tuple[
+        ToolCallStarted
+        | ToolCallEarly
+        | ToolCallRetracted
+        | TurnRetried
+        | TurnFinished
+        | ToolCallFinished
+        | Conversation,
+        ...,
+    ]
     end: float
     early: frozenset[str] = frozenset()
     error: Exception | None = None
@@ -475,26 +485,24 @@ class _Announced(NamedTuple):
 
 
 def _announcement(timing: _Timing, announced: list[_Announced], taken: set[int]) -> int | None:
-    """Which announcement (its place) ``timing`` ran for: of its call's, the last before it.
-
-    Of one event's equal calls, the first not ``taken``.
-    """
-    chosen: int | None = None
+    """The place of the announcement ``timing`` ran for: its call's first before it, not taken."""
     for number, each in enumerate(announced):
         if each.seq >= timing.seq:
-            break
-        fits = number not in taken and timing.ran_for(each.call)
-        if fits and (chosen is None or each.seq > announced[chosen].seq):
-            chosen = number
-    return chosen
+            return None
+        if number not in taken and timing.ran_for(each.call):
+            return number
+    return None
 
 
 class _Recorder:
     """What one ``agent_timeline`` run saw, stamped as it happened, from any thread.
 
-    Every stamp takes a sequence number under one lock: a tool's run is told to the call
-    announced last before it started (its ``ToolCallEarly``, or its turn's ``TurnFinished``),
-    whatever the clock's resolution.
+    Every stamp takes a sequence number under one lock, so that whatever the clock's
+    resolution, a tool's run is told to the first call before it that it may have run for:
+    one its ``ToolCallEarly`` announced, or its turn's ``TurnFinished`` unless a
+    ``ToolCallEarly`` of that turn announced it (the loop then takes that run's answer; an
+    early tool may start after its turn finished). A run after a retraction may take the
+    retracted announcement of its call: the same turn and call.
     """
 
     def __init__(self, clock: Callable[[], float]) -> None:
@@ -508,6 +516,8 @@ class _Recorder:
         self.events: list[AgentEvent] = []
         self.timings: list[_Timing] = []
         self.announced: list[_Announced] = []
+        # This turn's early calls not taken back, by turn and index: answered by their run.
+        self.early: dict[tuple[int, int], ToolCall] = {}
         self.end: float | None = None
         self.error: Exception | None = None
         self.done = threading.Event()
@@ -549,8 +559,12 @@ class _Recorder:
                 self.stopped(timing, failed=True)
                 raise
             if isinstance(result, Observable):
+                # Stamped before the loop hears of the end; a dispose ends the run too.
                 return result.pipe(
-                    ops.do_action(on_error=lambda _: self.stopped(timing, failed=True)),
+                    ops.do_action(
+                        on_error=lambda _: self.stopped(timing, failed=True),
+                        on_completed=lambda: self.stopped(timing),
+                    ),
                     ops.finally_action(lambda: self.stopped(timing)),
                 )
             if inspect.isawaitable(result):
@@ -582,15 +596,18 @@ class _Recorder:
             self.events.append(event)
             if isinstance(event, ToolCallEarly):
                 self.marks.append(AgentMark(at, "early", event.turn, event.call))
+                self.early[event.turn, event.call.index] = event.call
                 if not event.reused:
                     self.announced.append(_Announced(seq, event.turn, event.call, True))
             elif isinstance(event, TurnFinished):
                 self.turns = event.turn
                 self.marks.append(AgentMark(at, "finished", event.turn))
                 for call in event.assistant.tool_calls:
-                    self.announced.append(_Announced(seq, event.turn, call, False))
+                    if self.early.pop((event.turn, call.index), None) != call:
+                        self.announced.append(_Announced(seq, event.turn, call, False))
             elif isinstance(event, ToolCallRetracted):
                 self.marks.append(AgentMark(at, "retracted", event.turn, event.call))
+                self.early.pop((event.turn, event.call.index), None)
             elif isinstance(event, TurnRetried):
                 self.marks.append(AgentMark(at, "retried", event.turn))
             elif isinstance(event, Conversation):
@@ -729,7 +746,9 @@ def draw_agent(
     ``ValueError`` for no run, more than two, or a title count that does not match;
     ``TypeError`` for a run that is not an ``AgentTimeline``.
     """
-    shown = [records] if isinstance(records, AgentTimeline) else list(records)
+    shown = [records] if isinstance(records, AgentTimeline) else records
+    if not isinstance(shown, Sequence):
+        raise TypeError(f"draw_agent draws AgentTimeline runs, not {type(shown).__name__}")
     if not 1 <= len(shown) <= 2:
         raise ValueError(f"draw_agent draws one or two runs, not {len(shown)}")
     for record in shown:

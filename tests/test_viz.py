@@ -1,21 +1,36 @@
 """The timeline: what the trace says (lanes, completeness, where the error is, when each
 top-level field completed) and what the picture draws from it (legend, the error's lane, the
-fields' marks and keys)."""
+fields' marks and keys); an agent loop's run over time (requests, chunks, tool runs, the
+loop's events) and its picture."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
+import itertools
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
+import reactivex
+from reactivex.scheduler import NewThreadScheduler
 
 import rxtoolcalls as rt
-from rxtoolcalls.viz import Lane, Trace, draw, trace
+from rxtoolcalls.viz import (
+    AgentTimeline,
+    Lane,
+    Trace,
+    agent_timeline,
+    draw,
+    draw_agent,
+    trace,
+)
 from rxtoolcalls.wires import names
-from tests.helpers import args, call_open, content, extra, finish, load_fixture
+from tests.helpers import Chunk, args, call_open, content, extra, finish, load_fixture
 from tests.wire_builders import (
     WireCase,
     case,
@@ -330,3 +345,316 @@ def test_keys_are_drawn_literally(tmp_path: Path, key: str) -> None:
     assert picture.calls[0].fields == [(0.0, key)]
     figure = draw(picture, tmp_path / "t.png")
     assert _field_marks(figure)[1] == [key.replace("\udc00", "\\udc00").replace("$", "\\$")]
+
+
+# -- An agent loop over time --------------------------------------------------------------
+
+QUESTION = [{"role": "user", "content": "Weather and time in Paris?"}]
+WEATHER = [
+    call_open(0, "call_a", "get_weather", '{"city": '),
+    args(0, '"Paris"}'),
+    call_open(1, "call_b", "get_time", '{"zone": '),  # moves past call 0: it is complete
+    args(1, '"CET"}'),
+    finish("tool_calls"),
+]
+ANSWER = [content("Sunny, at noon."), finish("stop")]
+OpenStream = Callable[[list[dict[str, Any]]], Iterator[Chunk]]
+
+
+def _streams(*turns: list[Chunk], started: threading.Event | None = None) -> OpenStream:
+    """Each request gets the next of ``turns``; with ``started``, the first waits after its
+    third chunk (call 0 complete) until the early tool has started."""
+    left = iter(turns)
+
+    def open_stream(messages: list[dict[str, Any]]) -> Iterator[Chunk]:
+        chunks = next(left)
+        first = started is not None and chunks is turns[0]
+
+        def read() -> Iterator[Chunk]:
+            for number, chunk in enumerate(chunks):
+                if first and number == 3:
+                    assert started is not None
+                    started.wait(10)  # a guard against a hang, not a timing
+                yield chunk
+
+        return read()
+
+    return open_stream
+
+
+def _tools(started: threading.Event | None = None) -> dict[str, Callable[..., str]]:
+    def get_weather(city: str) -> str:
+        if started is not None:
+            started.set()
+        return f"sunny in {city}"
+
+    def get_time(zone: str) -> str:
+        return f"noon in {zone}"
+
+    return {"get_weather": get_weather, "get_time": get_time}
+
+
+def _counter() -> Callable[[], float]:
+    """A clock that ticks once per reading: the record's times are the order things happened."""
+    return itertools.count().__next__
+
+
+def _kinds(record: AgentTimeline) -> list[str]:
+    return [mark.kind for mark in record.marks]
+
+
+def _late() -> AgentTimeline:
+    return agent_timeline(_streams(WEATHER, ANSWER), _tools(), QUESTION, clock=_counter())
+
+
+def _soon() -> AgentTimeline:
+    started = threading.Event()
+    stream = _streams(WEATHER, ANSWER, started=started)
+    return agent_timeline(
+        stream, _tools(started), QUESTION, early={"get_weather"}, clock=_counter()
+    )
+
+
+def test_an_early_tool_starts_before_its_turn_finished_the_other_after() -> None:
+    record = _soon()
+    assert record.error is None
+    assert record.early == {"get_weather"}
+    assert record.lanes == ("stream", "0: get_weather", "1: get_time")
+    assert _kinds(record) == ["request", "early", "finished", "request", "finished"]
+    weather, clock = record.runs  # in the order they started
+    assert (weather.name, weather.turn, weather.early, weather.failed) == (
+        "get_weather",
+        1,
+        True,
+        False,
+    )
+    assert (clock.name, clock.turn, clock.early) == ("get_time", 1, False)
+    assert weather.call is not None
+    assert clock.call is not None
+    assert (weather.call.index, clock.call.index) == (0, 1)
+    early, finished, again, answered = record.marks[1:]
+    assert early.call == weather.call
+    # Stamped as each chunk reached the loop: call 1's first chunk made call 0 early.
+    assert len(record.chunks) == len(WEATHER) + len(ANSWER)
+    assert list(record.chunks) == sorted(record.chunks)
+    assert record.chunks[2] < early.at < weather.start < record.chunks[3]
+    assert record.chunks[len(WEATHER) - 1] < finished.at < clock.start
+    assert weather.end is not None
+    assert clock.end is not None
+    assert max(weather.end, clock.end) < again.at < record.chunks[len(WEATHER)]
+    assert answered.at < record.end
+    assert isinstance(record.events[-1], rt.Conversation)
+    [finished_event] = [e for e in record.events if isinstance(e, rt.ToolCallFinished) and e.early]
+    assert finished_event.call == weather.call
+
+
+def test_without_early_every_tool_starts_after_its_turn_finished() -> None:
+    record = _late()
+    assert record.error is None
+    assert record.early == frozenset()
+    assert record.lanes == ("stream", "0: get_weather", "1: get_time")
+    assert _kinds(record) == ["request", "finished", "request", "finished"]
+    finished = record.marks[1]
+    assert finished.turn == 1
+    # The two start at once, on threads of their own: in either order.
+    runs = sorted(record.runs, key=lambda run: run.call.index if run.call else -1)
+    assert [run.name for run in runs] == ["get_weather", "get_time"]
+    assert all(not run.early and finished.at < run.start for run in runs)
+
+
+def test_tools_of_every_kind_are_timed_and_a_failure_is_kept() -> None:
+    async def asynchronous(n: int) -> int:
+        return n
+
+    def observed(n: int) -> reactivex.Observable[int]:
+        return reactivex.of(n, n + 1)
+
+    def broken(n: int) -> int:
+        raise ValueError("no")
+
+    tools = {"asynchronous": asynchronous, "observed": observed, "broken": broken}
+    turn = [
+        call_open(0, "c0", "asynchronous", '{"n": 1}'),
+        call_open(1, "c1", "observed", '{"n": 2}'),
+        call_open(2, "c2", "broken", '{"n": 3}'),
+        call_open(3, "c3", "observed", '{"n": 4}'),
+        finish("tool_calls"),
+    ]
+    record = agent_timeline(_streams(turn, ANSWER), tools, QUESTION, clock=_counter())
+    assert record.error is None
+    assert record.lanes == ("stream", "0: asynchronous", "1: observed", "2: broken", "3: observed")
+    by_index = {run.call.index: run for run in record.runs if run.call is not None}
+    assert sorted(by_index) == [0, 1, 2, 3]
+    assert [by_index[n].failed for n in range(4)] == [False, False, True, False]
+    for run in record.runs:
+        assert run.end is not None
+        assert run.start < run.end < record.end
+    # Each run was told to the call it ran for (two calls of one tool too).
+    told = {run.call.index: run.call.arguments for run in record.runs if run.call is not None}
+    assert [json.loads(told[n])["n"] for n in range(4)] == [1, 2, 3, 4]
+
+
+def test_a_call_no_event_announced_is_on_its_tool_s_lane() -> None:
+    asked = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_t",
+                "type": "function",
+                "function": {"name": "get_time", "arguments": '{"zone": "CET"}'},
+            }
+        ],
+    }
+    # A resumed turn: its call runs before the first stream, with no event before it.
+    record = agent_timeline(_streams(ANSWER), _tools(), [*QUESTION, asked], clock=_counter())
+    [run] = record.runs
+    assert (run.name, run.turn, run.call, run.early) == ("get_time", None, None, False)
+    assert record.lanes == ("stream", "get_time")
+    assert run.end is not None
+    assert run.end < record.marks[0].at  # then the stream was requested
+    assert _kinds(record) == ["request", "finished"]
+
+
+def test_a_retried_turn_retracts_its_early_call() -> None:
+    cut = WEATHER[:3]  # call 0 complete, then the stream ends with no finish
+    stream = _streams(cut, WEATHER, ANSWER)
+    record = agent_timeline(
+        stream, _tools(), QUESTION, early={"get_weather"}, backoff=0, clock=_counter()
+    )
+    assert record.error is None
+    assert _kinds(record) == [
+        "request",
+        "early",
+        "retracted",
+        "retried",
+        "request",
+        "early",
+        "finished",
+        "request",
+        "finished",
+    ]
+    first, retracted = record.marks[1:3]
+    assert retracted.call == first.call
+    assert record.marks[4].turn == 1  # the same turn, streamed again
+    assert record.lanes == ("stream", "0: get_weather", "1: get_time")
+    legend = _legend(draw_agent(record))
+    assert {"ToolCallEarly", "ToolCallRetracted", "TurnRetried", "answer"} <= set(legend)
+    assert "error" not in legend
+
+
+def test_a_failed_loop_is_recorded_up_to_its_error(tmp_path: Path) -> None:
+    stream = _streams(WEATHER[:3])
+    record = agent_timeline(
+        stream, _tools(), QUESTION, early={"get_weather"}, retries=0, clock=_counter()
+    )
+    assert isinstance(record.error, rt.StreamInterruptedError)
+    assert _kinds(record) == ["request", "early", "retracted"]
+    assert record.marks[-1].at < record.end
+    assert not any(isinstance(event, rt.Conversation) for event in record.events)
+    figure = draw_agent(record, tmp_path / "t.png")
+    assert "error" in _legend(figure)
+    assert "answer" not in _legend(figure)
+    assert (
+        figure.axes[0]
+        .get_title(loc="left")
+        .startswith("early={'get_weather'}: StreamInterruptedError")
+    )
+
+
+@pytest.fixture(scope="module")
+def both() -> tuple[AgentTimeline, AgentTimeline]:
+    return _late(), _soon()
+
+
+def test_draw_agent_stacks_two_runs_on_one_time_axis(
+    both: tuple[AgentTimeline, AgentTimeline], tmp_path: Path
+) -> None:
+    late, soon = both
+    target = tmp_path / "t.svg"
+    figure = draw_agent([late, soon], tmp_path / "t.png")
+    assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
+    draw_agent([late, soon], target)
+    assert b"<svg" in target.read_bytes()[:400]
+    top, bottom = figure.axes
+    assert top.get_shared_x_axes().joined(top, bottom)
+    assert top.get_title(loc="left").startswith("without early: the answer after")
+    assert bottom.get_title(loc="left").startswith("early={'get_weather'}: the answer after")
+    labels = [t.get_text() for t in bottom.get_yticklabels()]
+    assert labels == ["1: get_time", "0: get_weather", "stream"]
+    assert _legend(figure) == [
+        "chunk",
+        "request",
+        "tool started early",
+        "tool after its turn",
+        "ToolCallEarly",
+        "TurnFinished",
+        "answer",
+    ]
+    assert _legend(draw_agent(late)) == [
+        "chunk",
+        "request",
+        "tool after its turn",
+        "TurnFinished",
+        "answer",
+    ]
+    titled = draw_agent([late, soon], titles=["before", "price_in_$"])
+    assert [axes.get_title(loc="left") for axes in titled.axes] == ["before", "price_in_\\$"]
+
+
+def test_the_records_are_frozen(both: tuple[AgentTimeline, AgentTimeline]) -> None:
+    late, soon = both
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        soon.end = 0.0  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        soon.runs[0].start = 0.0  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        late.marks[0].at = 0.0  # type: ignore[misc]
+
+
+def test_bad_input_is_refused_before_anything_runs(
+    both: tuple[AgentTimeline, AgentTimeline],
+) -> None:
+    late, soon = both
+    with pytest.raises(ValueError, match="one or two runs, not 0"):
+        draw_agent([])
+    with pytest.raises(ValueError, match="one or two runs, not 3"):
+        draw_agent([late, soon, late])
+    with pytest.raises(TypeError, match="AgentTimeline runs, not Trace"):
+        draw_agent(trace(PARALLEL))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="2 titles for 1 runs"):
+        draw_agent(late, titles=["a", "b"])
+    opened: list[object] = []
+
+    def open_stream(messages: list[dict[str, Any]]) -> list[Chunk]:
+        opened.append(messages)
+        return ANSWER
+
+    with pytest.raises(ValueError, match="early names tools that are not in tools: nope"):
+        agent_timeline(open_stream, _tools(), QUESTION, early={"nope"})
+    with pytest.raises(TypeError, match="tools must be a mapping"):
+        agent_timeline(open_stream, [("f", len)], QUESTION)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="tool 'f' is int, not a callable"):
+        agent_timeline(open_stream, {"f": 3}, QUESTION)  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="no scheduler"):
+        agent_timeline(open_stream, _tools(), QUESTION, scheduler=NewThreadScheduler())
+    with pytest.raises(ValueError, match="max_turns must be at least 1"):
+        agent_timeline(open_stream, _tools(), QUESTION, max_turns=0)
+    assert opened == []
+
+
+def test_the_readme_picture_is_drawn_from_a_real_run(tmp_path: Path) -> None:
+    pytest.importorskip("openai", reason=extra("notebooks"))
+    path = Path(__file__).parent.parent / "notebooks" / "timeline_early.py"
+    spec = importlib.util.spec_from_file_location("timeline_early", path)
+    assert spec is not None
+    assert spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    late, soon = script.record(0.0)  # no pauses: the same runs, at once
+    assert late.lanes == soon.lanes == ("stream", "0: get_weather", "1: get_time")
+    assert not any(run.early for run in late.runs)
+    assert [run.early for run in soon.runs if run.name == "get_weather"] == [True]
+    assert len(late.chunks) == len(soon.chunks) == len(script.TURN) + len(script.ANSWER)
+    script.main(tmp_path / "t.png", 0.0)
+    assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
