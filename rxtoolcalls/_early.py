@@ -3,10 +3,10 @@
 Sans-IO: the reader's ``on_open`` hands each call to ``EarlyCalls.open``, and ``ready``, asked
 after each event, returns the calls that became complete since. Rules:
 
-1. On a wire that closes each call, a call is complete once the wire says its arguments are
-   whole (``Call.whole``): Anthropic and Bedrock at the block's stop, Responses at
-   ``function_call_arguments.done`` or the item's ``output_item.done``, Gemini at a whole
-   ``functionCall`` part or the part that closes a streamed one.
+1. A call is complete once its wire says its arguments are whole (``Call.whole``): Anthropic
+   and Bedrock at the block's stop, Responses at ``function_call_arguments.done`` or the item's
+   ``output_item.done``, Gemini at a whole ``functionCall`` part or the part that closes a
+   streamed one. Chat Completions says it of no call (rule 2).
 2. Chat Completions closes no call: there a call is complete once its argument text is one
    whole JSON object (the field scan, linear in the text) and the stream has moved past it,
    to another call (its opening or a fragment) or to the finish. A later fragment of its own (only
