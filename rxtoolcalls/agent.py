@@ -167,9 +167,10 @@ class ToolCallRetracted:
     """A call started early is taken back: its answer never reaches the transcript.
 
     ``reason`` says why, ``error`` is the turn's error when the turn failed. ``cancelled``: the
-    tool was still running and was cancelled (an ``async`` tool sees ``CancelledError``, a sync
-    one on a thread is abandoned and its result dropped); otherwise its answer is dropped, and
-    kept in the ledger for a retried turn that repeats the call.
+    tool had not answered, and was cancelled before it ran or while it ran (an ``async`` tool
+    sees ``CancelledError``, a sync one on a thread is abandoned and its result dropped);
+    otherwise its answer is dropped from the turn and kept for a retried turn that repeats the
+    call (the very answer within the loop, its text in the ledger).
     """
 
     turn: int
@@ -300,7 +301,16 @@ class _Try:
 class _EarlyRun:
     """A call started before its turn ended: its held answer, and what cancels it."""
 
-    __slots__ = ("answer", "call", "claimed", "finished", "key", "stopped", "subscription")
+    __slots__ = (
+        "answer",
+        "call",
+        "claimed",
+        "finished",
+        "key",
+        "result",
+        "stopped",
+        "subscription",
+    )
 
     def __init__(self, call: ToolCall, key: str) -> None:
         self.call = call
@@ -311,6 +321,7 @@ class _EarlyRun:
         self.claimed = False  # this run wrote the ledger's claim
         self.stopped = False
         self.finished = False
+        self.result: _Answer | None = None  # the answer, once it came
 
 
 class _OnLoop:
@@ -419,10 +430,13 @@ class _Conversation:
         self.lock = threading.Lock()
         self.done = False
         self.stopping = threading.Event()
-        # This turn's calls started early, by index, until the turn commits or fails; and
-        # every one whose tool may still run, cancelled by a dispose.
-        self.runs: dict[int, _EarlyRun] = {}
+        # This stream's calls started early, until its turn commits or fails; every one whose
+        # tool may still run, cancelled by a dispose; and the answers of those a failed stream
+        # took back, by ledger key, for a retry of the turn that repeats the call (the answer
+        # itself, value and error, where the ledger keeps its text).
+        self.runs: list[_EarlyRun] = []
         self.live: list[_EarlyRun] = []
+        self.held: dict[str, _Answer] = {}
 
     # -- the one ending ---------------------------------------------------------------------
 
@@ -648,21 +662,24 @@ class _Conversation:
         """Start ``call``'s tool before its turn ends, holding its answer; false once ended."""
         run = _EarlyRun(call, _ledger_key(number, call, made_up))
         with _LEDGER_LOCK:
-            reused = isinstance(self.s.ledger.get(run.key), str)
+            reused = run.key in self.held or isinstance(self.s.ledger.get(run.key), str)
         if not self.emit(ToolCallEarly(number, call, reused)):
             return False
         with self.lock:
             if self.done:
                 return False
-            self.runs[call.index] = run
+            self.runs.append(run)
             self.live.append(run)
+
+        def answered(answer: _Answer) -> None:
+            run.result = answer
 
         def finished() -> None:
             run.finished = True
 
         run.subscription.disposable = (
             self.dispatch(number, call, made_up, run)
-            .pipe(ops.finally_action(finished))
+            .pipe(ops.do_action(answered), ops.finally_action(finished))
             .subscribe(run.answer, scheduler=self.scheduler)
         )
         return True
@@ -679,17 +696,19 @@ class _Conversation:
         with _LEDGER_LOCK:
             recorded = self.s.ledger.get(run.key, _UNKNOWN)
             # Its answer counts as soon as the ledger holds it (just before the run ends).
-            running = not run.finished and not isinstance(recorded, str)
+            running = not run.finished and run.result is None and not isinstance(recorded, str)
             if claimed and recorded is None:
                 del self.s.ledger[run.key]
         run.subscription.dispose()
+        if run.result is not None:
+            self.held[run.key] = run.result
         return running
 
     def cancel_early(self) -> None:
         """Cancel every early tool still running: the loop ended."""
         with self.lock:
             live, self.live = self.live, []
-            self.runs = {}
+            self.runs = []
         for run in live:
             self.stop_run(run)
 
@@ -702,8 +721,7 @@ class _Conversation:
     ) -> bool:
         """Take back early calls (this turn's, unless ``runs``); false once the loop ended."""
         if runs is None:
-            runs = list(self.runs.values())
-            self.runs = {}
+            runs, self.runs = self.runs, []
         for run in runs:
             cancelled = self.stop_run(run)
             with self.lock:
@@ -740,23 +758,22 @@ class _Conversation:
             # back as the last message, is where the next stream goes on; nothing to dispatch.
             if not self.retract(number, "the provider paused the turn; it goes on streaming"):
                 return
+            self.held = {}
             self.transcript.extend(_as_list(turn.to_message(self.s.empty_content)))
             self.step(lambda: self.stream_turn(self.first_try(number + 1)))
             return
         made_up = made_up_ids(turn)
-        runs, self.runs = self.runs, {}
+        runs, self.runs = self.runs, []
         results: list[Observable[_Answer]] = []
         for call in turn.tool_calls:
-            run = runs.pop(call.index, None)
-            if run is not None and run.call == call:
+            run = next((run for run in runs if _same_call(run.call, call)), None)
+            if run is not None:
+                runs.remove(run)
                 results.append(run.answer.pipe(ops.map(_as_early(call))))
             else:
-                if run is not None:
-                    runs[call.index] = run  # changed since it started: taken back below
                 results.append(self.dispatch(number, call, call.id in made_up))
-        if runs and not self.retract(
-            number, "its arguments changed after it started", runs=runs.values()
-        ):
+        # Left: calls whose committed arguments differ from those their tools started with.
+        if runs and not self.retract(number, "its arguments changed after it started", runs=runs):
             return
         self.await_all(results, lambda answers: self.answered_turn(number, turn, answers))
 
@@ -766,6 +783,7 @@ class _Conversation:
                 return
         with self.lock:
             self.live = []  # every early tool has answered
+        self.held = {}
         values = [value for _, value in answers]
         self.transcript.extend(turn.exchange(values, self.s.empty_content))
         self.step(lambda: self.stream_turn(self.first_try(number + 1)))
@@ -785,6 +803,11 @@ class _Conversation:
         """
         ledger = self.s.ledger
         key = _ledger_key(number, call, made_up)
+        held = self.held.get(key)
+        if held is not None:
+            # Answered early on a stream of this turn that failed: that very answer.
+            event, value = held
+            return reactivex.return_value((replace(event, call=call, reused=True), value))
         tool = self.s.tools.get(call.name)
         recorded: object = _UNKNOWN
 
@@ -851,6 +874,16 @@ class _Conversation:
         return reactivex.return_value((ToolCallFinished(call, content, error), error))
 
 
+def _same_call(started: ToolCall, committed: ToolCall) -> bool:
+    """Whether a call started early is the committed one: Chat may add whitespace after it."""
+    return (started.id, started.name, started.type, started.item_id) == (
+        committed.id,
+        committed.name,
+        committed.type,
+        committed.item_id,
+    ) and started.arguments == committed.arguments.rstrip()
+
+
 def _as_early(call: ToolCall) -> Callable[[_Answer], _Answer]:
     """An early run's answer as the committed ``call``'s (an equal call)."""
 
@@ -885,13 +918,18 @@ def _check_numbers(max_turns: object, retries: object, backoff: object) -> None:
 def _check_early(early: object, tools: Mapping[str, object]) -> frozenset[str]:
     if early is None:
         return frozenset()
-    if isinstance(early, str | bytes) or not isinstance(early, Iterable):
+    if isinstance(early, str | bytes | Mapping) or not isinstance(early, Iterable):
         raise TypeError(
             f"early must be a collection of tool names (a set), not {type(early).__name__}"
         )
-    names = frozenset(early)
-    if not all(isinstance(name, str) for name in names):
+    given = list(early)
+    if not all(isinstance(name, str) for name in given):
         raise TypeError("early must hold tool names (str)")
+    names = frozenset(given)
+    if not isinstance(tools, Mapping):
+        raise TypeError(
+            f"tools must be a mapping of names to callables, not {type(tools).__name__}"
+        )
     unknown = sorted(names - set(tools))
     if unknown:
         raise ValueError(f"early names tools that are not in tools: {', '.join(unknown)[:200]}")
@@ -900,8 +938,10 @@ def _check_early(early: object, tools: Mapping[str, object]) -> frozenset[str]:
 
 def _check_ceiling(open_stream: Callable[..., object], max_tokens: object, limit: object) -> None:
     for name, value in (("max_tokens", max_tokens), ("max_tokens_limit", limit)):
-        if value is not None and (type(value) is not int or value < 1):
-            raise ValueError(f"{name} must be a positive int or None")
+        if value is not None and type(value) is not int:
+            raise TypeError(f"{name} must be an int or None, not {type(value).__name__}")
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be at least 1")
     if limit is not None:
         if max_tokens is None:
             raise ValueError("max_tokens_limit needs max_tokens: the ceiling it raises")

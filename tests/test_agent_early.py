@@ -464,8 +464,12 @@ def test_an_early_tool_of_a_truncated_turn_is_retracted() -> None:
         ({"early": {"nope"}}, ValueError, "not in tools: nope"),
         ({"max_tokens_limit": 10}, ValueError, "needs max_tokens"),
         ({"max_tokens": 10, "max_tokens_limit": 5}, ValueError, "at least max_tokens"),
-        ({"max_tokens": 0}, ValueError, "positive int"),
-        ({"max_tokens": True}, ValueError, "positive int"),
+        ({"early": [["search"]]}, TypeError, "tool names"),
+        ({"early": {"search": 1}}, TypeError, "collection of tool names"),
+        ({"max_tokens": 0}, ValueError, "at least 1"),
+        ({"max_tokens": True}, TypeError, "an int or None"),
+        ({"max_tokens": "100"}, TypeError, "an int or None"),
+        ({"max_tokens": 10, "max_tokens_limit": 20.0}, TypeError, "an int or None"),
     ],
 )
 def test_misuse_is_refused_at_the_call(kwargs: dict[str, Any], kind: type, says: str) -> None:
@@ -553,3 +557,120 @@ def test_an_early_tool_that_failed_under_raise_runs_again_on_the_retried_turn() 
     assert tries == ["oslo", "oslo"]
     finished = {e.call.name: e for e in events if isinstance(e, rt.ToolCallFinished)}
     assert (finished["search"].content, finished["search"].reused) == ("3 hits", False)
+
+
+def test_early_with_tools_that_are_no_mapping_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="tools must be a mapping"):
+        rt.agent_loop(Gated(gates={}), None, said("chat"), early={"search"})  # type: ignore[arg-type]
+
+
+# -- what the review found: a reused answer is the answer itself ---------------------------
+
+
+def cut_and_retried(wire: str, early: set[str] | None, search: Callable[..., Any]) -> Any:
+    """A conversation whose first stream is cut once search is done, then retried."""
+    ledger: dict[str, str | None] = {}
+    answered = Until(lambda: any(v is not None for v in ledger.values()))
+    gate: Any = answered if early else threading.Event()
+    if not early:
+        gate.set()
+    script = Gated(cut_after_first(wire), asking(wire), prose(wire), gates={0: gate}, hold=0)
+    loop = rt.agent_loop(
+        script,
+        {"search": search, "fetch": Tool("<html>")},
+        said(wire),
+        early=early,
+        backoff=0,
+        ledger=ledger,
+    )
+    return events_of(loop)[-1], script
+
+
+@pytest.mark.parametrize("wire", names())
+@pytest.mark.parametrize("outcome", ["a mapping", "an error"])
+def test_a_reused_early_answer_goes_back_as_the_tool_gave_it(wire: str, outcome: str) -> None:
+    def search(q: str) -> dict[str, int]:
+        if outcome == "an error":
+            raise RuntimeError("index offline")
+        return {"hits": 3}
+
+    plain_run, _ = cut_and_retried(wire, None, search)
+    early_run, script = cut_and_retried(wire, {"search"}, search)
+    assert script.opened == {0: True}
+    # The result's shape (a Gemini response object, a Bedrock json block) and the error's
+    # marks (is_error, status) are the ones a run without early sends.
+    assert early_run.messages == plain_run.messages
+
+
+def test_two_calls_sharing_an_index_each_get_their_own_early_answer() -> None:
+    from tests.helpers import call_open, finish
+
+    turn = [
+        call_open(0, "a", "search", '{"q": "zero"}'),
+        call_open(0, "b", "search", '{"q": "one"}'),
+        finish("tool_calls"),
+    ]
+    conversations = []
+    for early in (None, {"search"}):
+
+        def search(q: str) -> str:
+            return f"hits for {q}"
+
+        loop = rt.agent_loop(
+            Gated(turn, prose("chat"), gates={}),
+            {"search": search},
+            said("chat"),
+            early=early,
+            policy="lenient",
+        )
+        conversations.append(events_of(loop)[-1])
+    assert conversations[1].messages == conversations[0].messages
+    answers = [m["content"] for m in conversations[1].messages if m["role"] == "tool"]
+    assert answers == ["hits for zero", "hits for one"]
+
+
+def test_whitespace_after_a_chat_call_started_early_does_not_run_it_again() -> None:
+    from tests.helpers import args, call_open, finish
+
+    search = Tool("3 hits")
+    turn = [
+        call_open(0, "a", "search", '{"q": "oslo"}'),
+        call_open(1, "b", "fetch", '{"url": "x"}'),
+        args(0, " "),
+        finish("tool_calls"),
+    ]
+    events = events_of(
+        rt.agent_loop(
+            Gated(turn, prose("chat"), gates={0: search.finished}, hold=2),
+            {"search": search, "fetch": Tool()},
+            said("chat"),
+            early={"search"},
+        )
+    )
+    assert len(search.runs) == 1
+    assert not any(isinstance(e, rt.ToolCallRetracted) for e in events)
+    finished = [e for e in events if isinstance(e, rt.ToolCallFinished)]
+    assert [(f.call.arguments, f.early) for f in finished] == [
+        ('{"q": "oslo"} ', True),
+        ('{"url": "x"}', False),
+    ]
+
+
+def test_every_early_call_of_a_stream_of_several_choices_is_taken_back() -> None:
+    from tests.helpers import call_open, finish
+
+    turn = [
+        call_open(0, "a", "search", '{"q": "zero"}', choice_index=0),
+        call_open(0, "b", "search", '{"q": "one"}', choice_index=1),
+        finish("tool_calls", index=0),
+        finish("tool_calls", index=1),
+    ]
+    seen, error = run_to_end(
+        rt.agent_loop(
+            Gated(turn, gates={}), {"search": Tool()}, said("chat"), early={"search"}, retries=0
+        )
+    )
+    assert isinstance(error, rt.MultipleChoicesError)
+    started = [e for e in seen if isinstance(e, rt.ToolCallEarly)]
+    retracted = [e for e in seen if isinstance(e, rt.ToolCallRetracted)]
+    assert len(started) == len(retracted) >= 1
