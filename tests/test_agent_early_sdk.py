@@ -24,7 +24,7 @@ from rxtoolcalls.__main__ import main
 from rxtoolcalls.serve import ReplayServer
 from rxtoolcalls.wires import names
 from tests.bedrock_helpers import aws  # noqa: F401 - a fixture, used by name
-from tests.helpers import extra
+from tests.helpers import extra, settle
 from tests.test_cli_chat_wires import EXTRA, SDK, _url
 from tests.wire_builders import case, pieces
 
@@ -67,6 +67,7 @@ class Runs:
         self.started = threading.Event()
         self.opened: list[bool] = []
         self.search_runs = 0
+        self.log: list[str] = []
 
     def search(self, q: str) -> str:
         self.search_runs += 1
@@ -76,8 +77,8 @@ class Runs:
     async def search_async(self, q: str) -> str:
         return self.search(q)
 
-    @staticmethod
-    def fetch(url: str) -> str:
+    def fetch(self, url: str) -> str:
+        self.log.append("fetch ran")
         return "<html>"
 
     def gated(self, stream: Any, gate: bool) -> Iterator[Any]:
@@ -86,6 +87,7 @@ class Runs:
                 if gate and is_end(event):
                     self.opened.append(self.started.wait(WAIT))
                 yield event
+        self.log.append("stream ended")
 
     async def gated_async(self, stream: Any, gate: bool) -> AsyncIterator[Any]:
         async with stream:
@@ -166,6 +168,8 @@ def test_the_sdk_client_starts_the_early_tool_before_the_turn_ends_same_transcri
     without, plain_runs, plain_requests = run(wire, None)
     with_early, runs, requests = run(wire, {"search"})
     assert runs.opened[0] is True  # search ran before the first stream's end was read
+    if run is run_sync:  # fetch, not named early, waited for the stream's end
+        assert runs.log.index("stream ended") < runs.log.index("fetch ran")
     assert with_early.messages == without.messages
     assert (runs.search_runs, plain_runs.search_runs) == (1, 1)
     assert requests == plain_requests == 2
@@ -268,3 +272,51 @@ def test_chat_ceiling_flags_misused_are_one_line(capsys: pytest.CaptureFixture[s
         err = capsys.readouterr().err
         assert says in err
         assert err.count("\n") == 1
+
+
+def test_a_stream_dropped_after_the_early_tool_answered_is_retried_and_reuses_it() -> None:
+    """Over HTTP: the server drops the first stream; search ran once, its answer reused."""
+    from tests.test_early import readiness
+
+    openai = pytest.importorskip("openai", reason=extra("openai"))
+    turn, answer = recordings("chat")
+    complete_at = readiness(turn, {"search", "fetch"})[0][0]
+    ledger: dict[str, str | None] = {}
+    runs = Runs()
+
+    def answered() -> bool:
+        return any(v is not None for v in ledger.values())
+
+    with ReplayServer([turn, turn, answer], cut={0: complete_at + 1}) as server:
+        client = openai.OpenAI(api_key="x", base_url=server.base_url, max_retries=0)
+
+        def open_stream(messages: list[Any]) -> Any:
+            def read(stream: Any) -> Iterator[Any]:
+                with stream:
+                    for at, event in enumerate(stream):
+                        yield event
+                        if at == complete_at and len(server.requests) == 1:
+                            # Read on only once search has answered: then the drop shows.
+                            runs.opened.append(settle(answered, WAIT))
+
+            return read(client.chat.completions.create(model="m", messages=messages, stream=True))
+
+        loop = rt.agent_loop(
+            open_stream,
+            {"search": runs.search, "fetch": runs.fetch},
+            USER["chat"],
+            early={"search"},
+            ledger=ledger,
+            backoff=0,
+        )
+        events = loop.pipe(ops.to_list()).run()
+        assert len(server.requests) == 3
+    assert runs.opened == [True]
+    retracted = [e for e in events if isinstance(e, rt.ToolCallRetracted)]
+    assert [(r.call.name, r.cancelled) for r in retracted] == [("search", False)]
+    assert isinstance(retracted[0].error, rt.StreamInterruptedError)
+    assert runs.search_runs == 1
+    finished = [e for e in events if isinstance(e, rt.ToolCallFinished)]
+    assert [(f.call.name, f.reused) for f in finished] == [("search", True), ("fetch", False)]
+    tool_messages = [m for m in events[-1].messages if m["role"] == "tool"]
+    assert [m["content"] for m in tool_messages] == ["3 hits for oslo", "<html>"]
