@@ -318,5 +318,7 @@ def test_a_stream_dropped_after_the_early_tool_answered_is_retried_and_reuses_it
     assert runs.search_runs == 1
     finished = [e for e in events if isinstance(e, rt.ToolCallFinished)]
     assert [(f.call.name, f.reused) for f in finished] == [("search", True), ("fetch", False)]
-    tool_messages = [m for m in events[-1].messages if m["role"] == "tool"]
+    conversation = events[-1]
+    assert isinstance(conversation, rt.Conversation)
+    tool_messages = [m for m in conversation.messages if m["role"] == "tool"]
     assert [m["content"] for m in tool_messages] == ["3 hits for oslo", "<html>"]
