@@ -287,15 +287,7 @@ def draw(record: Trace, path: str | Path | None = None, *, title: str = "") -> A
     if record.error is not None:
         broken = record.error_lane
         cross = top - 0.25 if broken is None else float(rows[id(broken)])
-        axes.scatter([record.end], [cross], marker="X", s=120, color="tab:red", zorder=5)
-        axes.annotate(
-            type(record.error).__name__,
-            (record.end, cross),
-            textcoords="offset points",
-            xytext=(-10, 6),
-            ha="right",
-            color="tab:red",
-        )
+        _mark_error(axes, record.error, record.end, cross, size=120)
     else:
         at = record.end if record.finished_at is None else record.finished_at
         axes.axvline(at, color="0.4", linestyle="--", linewidth=1)
@@ -347,6 +339,20 @@ def draw(record: Trace, path: str | Path | None = None, *, title: str = "") -> A
         if path is not None:
             figure.savefig(path, dpi=110)
     return figure
+
+
+def _mark_error(axes: Any, error: Exception, at: float, y: float, size: int, **text: Any) -> None:
+    """A red cross where the run failed, labelled with the error's type."""
+    axes.scatter([at], [y], marker="X", s=size, color="tab:red", zorder=5)
+    axes.annotate(
+        type(error).__name__,
+        (at, y),
+        textcoords="offset points",
+        xytext=(-10, 6),
+        ha="right",
+        color="tab:red",
+        **text,
+    )
 
 
 def _write_keys(figure: Any, axes: Any, calls: list[Lane], rows: dict[int, int]) -> None:
@@ -881,16 +887,7 @@ def _draw_run(axes: Any, record: AgentTimeline, title: str) -> None:
     if record.error is None:
         axes.axvline(record.end, color="black", linewidth=1.2, zorder=1)
     else:
-        axes.scatter([record.end], [top], marker="X", s=90, color="tab:red", zorder=5)
-        axes.annotate(
-            type(record.error).__name__,
-            (record.end, top),
-            textcoords="offset points",
-            xytext=(-8, 5),
-            ha="right",
-            color="tab:red",
-            fontsize="small",
-        )
+        _mark_error(axes, record.error, record.end, top, size=90, fontsize="small")
     axes.set_yticks(range(top + 1))
     axes.set_yticklabels([label for _, label in reversed(lanes)] + ["stream"])
     axes.set_ylim(-0.6, top + 0.8)
