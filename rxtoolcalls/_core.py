@@ -675,6 +675,7 @@ class _State:
         "_named",
         "_on_error",
         "_on_open",
+        "_on_text",
         "_opened",
         "_policy",
         "_resend",
@@ -699,6 +700,9 @@ class _State:
         # Choice 0's calls, read directly by the fast path (nearly every stream has one choice).
         self._calls0: dict[int, Call] = {}
         self._on_open = on_open
+        # Told each piece of the turn's prose as it is kept (``lifecycle(text=True)``): its
+        # choice, its kind (``content``, ``reasoning``, ``refusal``) and the piece.
+        self._on_text: Callable[[int, str, str], None] | None = None
         self._on_error = on_error
         self._keep = keep_arguments
         self._named = 0
@@ -834,6 +838,8 @@ class _State:
             buffer = TextBuffer()
             setattr(state, slot, buffer)
         buffer.write(text)
+        if self._on_text is not None and text:
+            self._on_text(state.index, slot, text)
 
     def _charge_text(self, state: _Choice, field: str, value: object) -> str:
         """Check a text piece's type and take it from ``Limits.max_text``; return it."""

@@ -48,8 +48,8 @@ class EarlyCalls:
         self._whole: list[Call] = []
         self._passed: set[Call] = set()
 
-    def open(self, call: Call) -> None:
-        """Watch ``call`` (the reader's ``on_open``)."""
+    def open(self, call: Call, also: Callable[[str], None] | None = None) -> None:
+        """Watch ``call`` (the reader's ``on_open``); ``also`` reads its fragments too."""
         self._waiting.append(call)
         if self._whole:
             # Another call opening moves the stream past every whole one (rule 2), even
@@ -61,11 +61,13 @@ class EarlyCalls:
             if call.closed is not None:
                 # The wire closes its calls (it set ``closed`` as the call opened): rule 1
                 # needs no scan, and the rest of its fragments take the reader's own path.
-                call.sink = None
-                return
-            scan = self._chat(call)
-            call.sink = keeping(call, scan)
-            scan(piece)
+                call.sink = None if also is None else keeping(call, also)
+            else:
+                scan = self._chat(call)
+                call.sink = keeping(call, scan if also is None else _both(scan, also))
+                scan(piece)
+            if also is not None:
+                also(piece)
 
         call.sink = keeping(call, first)
 
@@ -124,3 +126,13 @@ class EarlyCalls:
                 found.append((built, call.made_up))
         self._waiting = waiting
         return found
+
+
+def _both(first: Callable[[str], None], second: Callable[[str], None]) -> Callable[[str], None]:
+    """One reader of fragments that passes each to ``first``, then ``second``."""
+
+    def read(piece: str) -> None:
+        first(piece)
+        second(piece)
+
+    return read

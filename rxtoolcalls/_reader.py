@@ -124,6 +124,7 @@ class _Reading(ChatReader):
         # Errors of the delegate reach this reader's own reporting (it has no on_error).
         delegate = self._delegate = _make(spec.name, self._policy, *self._parts, None)
         delegate._announce = self._announce
+        delegate._on_text = self._on_text
         # Chat's fast path stays off (it would fail on every event of another wire): the
         # delegate's feed (its own fast path) is called with nothing in between, from the
         # slot (set once the class no longer shadows it).
@@ -171,6 +172,7 @@ class _Detecting(_Reading):
     ) -> None:
         self._policy = policy
         self._on_error = on_error
+        self._on_text = None
         self._announce = True
         self._stopped = False
         self._closed = False
@@ -200,7 +202,7 @@ def _chat_state(reader: _Reading) -> bool:
     if reader._made:
         return False
     # What _Detecting.__init__ set, and may have changed since (a stop, ``announce``), stays.
-    kept = (reader._announce, reader._stopped, reader._closed, reader._fast)
+    kept = (reader._announce, reader._stopped, reader._closed, reader._fast, reader._on_text)
     on_open, keep_arguments = reader._parts
     ChatReader.__init__(
         reader,
@@ -209,7 +211,7 @@ def _chat_state(reader: _Reading) -> bool:
         keep_arguments=keep_arguments,
         on_error=reader._on_error,
     )
-    reader._announce, reader._stopped, reader._closed, reader._fast = kept
+    (reader._announce, reader._stopped, reader._closed, reader._fast, reader._on_text) = kept
     reader._made = True
     return True
 
@@ -283,10 +285,12 @@ def reader(
     keep_arguments: bool = True,
     on_error: Callable[[Exception], None] | None = None,
     announce: bool = True,
+    on_text: Callable[[int, str, str], None] | None = None,
 ) -> Core:
     """A reader for one stream: of ``wire``, or of the wire its first identifying event shows.
 
     ``announce=False``: ``feed`` returns no start events (for callers that never read them).
+    ``on_text(choice_index, kind, piece)`` hears each piece of prose as it is kept.
     """
     made = (
         _Detecting(policy, on_open=on_open, keep_arguments=keep_arguments, on_error=on_error)
@@ -294,6 +298,7 @@ def reader(
         else _make(wire, policy, on_open, keep_arguments, on_error)
     )
     made._announce = announce
+    made._on_text = on_text
     return made
 
 

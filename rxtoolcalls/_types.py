@@ -331,6 +331,20 @@ class ToolCallText:
 
 @documented_state
 @dataclass(frozen=True, slots=True)
+class TextDelta:
+    """Prose of the turn as it streams: ``text`` added to its ``kind`` of choice ``choice_index``.
+
+    ``kind`` is ``"content"`` (the answer), ``"reasoning"`` or ``"refusal"``. Never empty: each
+    is the text one event brought, in the order it came; the turn still decides what holds.
+    """
+
+    text: str
+    kind: Literal["content", "reasoning", "refusal"]
+    choice_index: int = 0
+
+
+@documented_state
+@dataclass(frozen=True, slots=True)
 class ToolCallCommitted:
     """The turn closed and validated: this call is complete and may be dispatched.
 
@@ -471,5 +485,6 @@ new_call_item: Callable[..., CallItem] = _direct(CallItem)
 new_started: Callable[..., ToolCallStarted] = _direct(ToolCallStarted)
 new_field: Callable[..., ToolCallField] = _direct(ToolCallField)
 new_text: Callable[..., ToolCallText] = _direct(ToolCallText)
+new_text_delta: Callable[..., TextDelta] = _direct(TextDelta)
 new_turn: Callable[..., AssistantTurn] = _direct(AssistantTurn)
 new_choice_end: Callable[..., ChoiceEnd] = _direct(ChoiceEnd)

@@ -52,19 +52,24 @@ from reactivex.subject import AsyncSubject
 
 from ._agent_io import RunsOn, discard, open_chunks, run_tool, typed_failure
 from ._close import resolve_policy, single_turn
+from ._core import Call, keeping
 from ._early import EarlyCalls
 from ._errors import ToolCallStreamError, TruncatedToolCallError, clip
 from ._policy import Policy, PolicyName
 from ._reader import reader as TurnReader
 from ._types import (
     AssistantTurn,
+    TextDelta,
     ToolCall,
+    ToolCallField,
     ToolCallStarted,
     documented_state,
     error_text,
     made_up_ids,
+    new_text_delta,
     tool_content,
 )
+from .operators import watch_fields
 from .transcript import OpenTurn, open_turn, with_answers
 
 __all__ = [
@@ -199,8 +204,8 @@ class Conversation:
 
 
 AgentEvent: TypeAlias = (
-    "ToolCallStarted | ToolCallEarly | ToolCallRetracted | TurnRetried | TurnFinished"
-    " | ToolCallFinished | Conversation"
+    "ToolCallStarted | ToolCallField | TextDelta | ToolCallEarly | ToolCallRetracted"
+    " | TurnRetried | TurnFinished | ToolCallFinished | Conversation"
 )
 ChunkSource: TypeAlias = (
     "Observable[Any] | Iterable[Any] | AsyncIterable[Any] | Awaitable[AsyncIterable[Any]]"
@@ -285,6 +290,8 @@ class _Settings:
     early: frozenset[str]
     max_tokens: int | None
     max_tokens_limit: int | None
+    fields: bool
+    text: bool
 
 
 @documented_state
@@ -580,7 +587,25 @@ class _Conversation:
             self.turn_failed(at, error)
             return
         watch = EarlyCalls(self.s.early, self.s.policy) if self.s.early else None
-        reader = TurnReader(self.s.policy, on_open=None if watch is None else watch.open)
+        # What a chunk completes (fields, prose), sent after the chunk's start events.
+        pending: list[Any] = []
+        max_depth = self.s.policy.limits.max_depth
+
+        def on_open(call: Call) -> None:
+            read = watch_fields(call, pending, False, max_depth) if self.s.fields else None
+            if watch is not None:
+                watch.open(call, read)
+            elif read is not None:
+                call.sink = keeping(call, read)
+
+        def on_text(choice_index: int, kind: str, piece: str) -> None:
+            pending.append(new_text_delta(piece, kind, choice_index))
+
+        reader = TurnReader(
+            self.s.policy,
+            on_open=on_open if watch is not None or self.s.fields else None,
+            on_text=on_text if self.s.text else None,
+        )
         ended = False
 
         def on_chunk(chunk: Any) -> None:
@@ -597,6 +622,13 @@ class _Conversation:
                 if not self.emit(event):
                     ended = True
                     return
+            if pending:
+                completed = list(pending)
+                pending.clear()
+                for event in completed:
+                    if not self.emit(event):
+                        ended = True
+                        return
             if watch is not None:
                 for call, made_up in watch.ready(reader):
                     if not self.start_early(number, call, made_up):
@@ -970,6 +1002,8 @@ def agent_loop(
     early: Collection[str] | None = None,
     max_tokens: int | None = None,
     max_tokens_limit: int | None = None,
+    fields: bool = False,
+    text: bool = False,
     max_turns: int = 8,
     retries: int = 2,
     backoff: float = 0.5,
@@ -1033,6 +1067,16 @@ def agent_loop(
       the loop streams. An answer counts for the turn it follows only: a call of a new turn
       runs even when an earlier one had its id (TGI numbers calls ``"0"``… in every turn).
       A turn the conversation went on after is left as it is (``repair_transcript``).
+    - ``early``: the tools it names (read-only, idempotent ones) start as soon as their own
+      call is complete, before the turn ends (``ToolCallEarly``); their answers are held until
+      the turn commits, so the transcript is the one a run without ``early`` gives. A failed
+      turn cancels those still running and takes back those that answered
+      (``ToolCallRetracted``); a retried turn that repeats a call reuses its answer.
+    - ``max_tokens`` and ``max_tokens_limit``: ``open_stream(messages, max_tokens=n)`` gets
+      the output-token ceiling, and a turn it cut (``TruncatedToolCallError``) is streamed
+      again with the ceiling doubled, up to the limit (``TurnRetried.max_tokens``).
+    - ``fields=True`` adds each call's ``ToolCallField`` events as its values complete, and
+      ``text=True`` a ``TextDelta`` for each piece of prose, while each turn streams (for a UI).
     - An unknown tool, a tool that raises, or arguments against its schema become a tool
       message the model can read (``tool_errors="message"``) or a ``ToolExecutionError``.
     - After ``max_turns`` turns that all asked for tools (or paused): ``TurnLimitError``.
@@ -1074,6 +1118,8 @@ def agent_loop(
         early=early_names,
         max_tokens=max_tokens,
         max_tokens_limit=max_tokens_limit,
+        fields=fields,
+        text=text,
     )
 
     def subscribe(

@@ -35,6 +35,7 @@ from ._reader import resolve_wire
 from ._types import (
     AssistantTurn,
     StreamEnd,
+    TextDelta,
     ToolCallBuffer,
     ToolCallCommitted,
     ToolCallField,
@@ -44,6 +45,7 @@ from ._types import (
     Wire,
     new_field,
     new_text,
+    new_text_delta,
 )
 
 __all__ = [
@@ -536,7 +538,7 @@ CallEvent: TypeAlias = "ToolCallStarted | ToolCallProgress | ToolCallCommitted"
 FieldEvent: TypeAlias = "ToolCallField | ToolCallText"
 
 
-def _watch(
+def watch_fields(
     call: Call, pending: list[object], strings: bool, max_depth: int
 ) -> Callable[[str], None]:
     """Give ``call`` its field events, made into ``pending``; what reads its argument text."""
@@ -567,6 +569,7 @@ def _call_events(
     every: int | None,
     with_fields: bool,
     strings: bool,
+    text: bool,
     commit: bool,
 ) -> Callable[[Observable[Chunk]], Observable[Any]]:
     """The stage of ``lifecycle()`` (``commit``) and of ``fields()`` (no starts, no commits).
@@ -582,11 +585,11 @@ def _call_events(
         def on_open(call: Call) -> None:
             if every is None:
                 # fields(): each fragment kept and scanned, nothing counted.
-                call.sink = keeping(call, _watch(call, pending, strings, max_depth))
+                call.sink = keeping(call, watch_fields(call, pending, strings, max_depth))
                 return
             count = 0
             left = every  # a countdown: one test a fragment, no division
-            scan = _watch(call, pending, strings, max_depth) if with_fields else None
+            scan = watch_fields(call, pending, strings, max_depth) if with_fields else None
 
             def counting(piece: str) -> None:
                 nonlocal count, left
@@ -610,7 +613,17 @@ def _call_events(
 
             call.sink = keeping(call, counting)
 
-        reader = TurnReader(policy, wire=wire, on_open=on_open, on_error=fail, announce=commit)
+        def on_text(choice_index: int, kind: str, piece: str) -> None:
+            pending.append(new_text_delta(piece, kind, choice_index))
+
+        reader = TurnReader(
+            policy,
+            wire=wire,
+            on_open=on_open,
+            on_error=fail,
+            announce=commit,
+            on_text=on_text if text else None,
+        )
 
         def on_completed() -> None:
             turns = reader.close_choices()
@@ -642,6 +655,7 @@ def lifecycle(
     wire: Wire | None = None,
     fields: Literal[False] = False,
     strings: Literal[False] = False,
+    text: Literal[False] = False,
 ) -> Callable[[Observable[Chunk]], Observable[CallEvent]]: ...
 
 
@@ -653,6 +667,7 @@ def lifecycle(
     wire: Wire | None = None,
     fields: bool,
     strings: Literal[False] = False,
+    text: Literal[False] = False,
 ) -> Callable[[Observable[Chunk]], Observable[CallEvent | ToolCallField]]: ...
 
 
@@ -664,7 +679,20 @@ def lifecycle(
     wire: Wire | None = None,
     fields: Literal[True],
     strings: bool,
+    text: Literal[False] = False,
 ) -> Callable[[Observable[Chunk]], Observable[CallEvent | FieldEvent]]: ...
+
+
+@overload
+def lifecycle(
+    policy: Policy | PolicyName | None = None,
+    *,
+    every: int = 64,
+    wire: Wire | None = None,
+    fields: bool = False,
+    strings: bool = False,
+    text: Literal[True],
+) -> Callable[[Observable[Chunk]], Observable[CallEvent | FieldEvent | TextDelta]]: ...
 
 
 def lifecycle(
@@ -674,6 +702,7 @@ def lifecycle(
     wire: Wire | None = None,
     fields: bool = False,
     strings: bool = False,
+    text: bool = False,
 ) -> Callable[[Observable[Chunk]], Observable[Any]]:
     """Per-call events for UIs: started, arguments progress, committed at the finish.
 
@@ -686,9 +715,10 @@ def lifecycle(
         output:  -s0---------p0---(k0,|)
 
     ``fields=True`` adds the events of ``fields()`` (``strings=True`` its text events too),
-    interleaved in the order they happen, from the same subscription. Cost: one counter per
-    fragment; the partial text is read only by ``partial_arguments()``; ``fields`` adds the
-    cost of ``fields()``.
+    ``text=True`` a ``TextDelta`` for each piece of the turn's prose (its answer, reasoning or
+    refusal), interleaved in the order they happen, from the same subscription. Cost: one
+    counter per fragment; the partial text is read only by ``partial_arguments()``; ``fields``
+    adds the cost of ``fields()``.
     """
     if every < 1:
         raise ValueError("every must be at least 1")
@@ -700,6 +730,7 @@ def lifecycle(
         every=every,
         with_fields=fields,
         strings=strings,
+        text=text,
         commit=True,
     )
 
@@ -764,5 +795,6 @@ def fields(
         every=None,
         with_fields=True,
         strings=strings,
+        text=False,
         commit=False,
     )

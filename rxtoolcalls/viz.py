@@ -32,12 +32,11 @@ from ._errors import ToolCallStreamError
 from ._fields import CallFields, FieldPath, OnField
 from ._policy import Policy
 from ._reader import reader as TurnReader
-from ._types import ToolCall, ToolCallStarted, documented_state
+from ._types import ToolCall, documented_state
 from .agent import (
     AgentEvent,
     Conversation,
     ToolCallEarly,
-    ToolCallFinished,
     ToolCallRetracted,
     TurnFinished,
     TurnRetried,
@@ -436,16 +435,7 @@ class AgentTimeline:
     chunks: tuple[float, ...]
     runs: tuple[ToolRun, ...]
     marks: tuple[AgentMark, ...]
-    events: tuple[
-        ToolCallStarted
-        | ToolCallEarly
-        | ToolCallRetracted
-        | TurnRetried
-        | TurnFinished
-        | ToolCallFinished
-        | Conversation,
-        ...,
-    ]
+    events: tuple[AgentEvent, ...]
     end: float
     early: frozenset[str] = frozenset()
     error: Exception | None = None

@@ -554,6 +554,13 @@ def test_the_overloads_say_which_events_come() -> None:
         rt.lifecycle(fields=True, strings=True),
         Callable[[Observable[object]], Observable[CallEvent | rt.ToolCallField | rt.ToolCallText]],
     )
+    assert_type(
+        rt.lifecycle(text=True),
+        Callable[
+            [Observable[object]],
+            Observable[CallEvent | rt.ToolCallField | rt.ToolCallText | rt.TextDelta],
+        ],
+    )
     assert_type(rt.fields(), Callable[[Observable[object]], Observable[rt.ToolCallField]])
     assert_type(
         rt.fields(strings=True),

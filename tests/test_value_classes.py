@@ -38,6 +38,7 @@ def samples() -> dict[str, object]:
         "Limits": rt.Limits(max_calls=3),
         "Policy": rt.LENIENT,
         "StreamEnd": rt.StreamEnd((choice,), {"total_tokens": 3}, wire="chat"),
+        "TextDelta": rt.TextDelta("Hel", "content"),
         "ToolCall": call,
         "ToolCallBuffer": buffer,
         "ToolCallCommitted": rt.ToolCallCommitted(call),

@@ -344,6 +344,8 @@ class ResponsesReader(_Items):
             self.charge_kept(key, f"{excerpt(data.get('type'), 60)} for a new text")
             buffer = self._text[key] = TextBuffer()
         buffer.write(text)
+        if self._on_text is not None and text:
+            self._on_text(0, what, text)
         return _NO_EVENTS
 
     def _text_done(self, data: dict[str, Any], what: str, field: str) -> Sequence[ToolCallStarted]:
