@@ -1,0 +1,928 @@
+"""UI protocols: the library's events as AG-UI events or Vercel AI SDK UI message stream parts.
+
+``to_ag_ui()`` and ``to_ui_message_stream()`` read what ``lifecycle()`` or ``agent_loop()``
+emit (with ``fields=True`` and ``text=True`` for the most to show) and give plain dicts in each
+protocol's JSON shape; ``ag_ui_sse`` and ``ui_message_sse`` write one as a Server-Sent Event,
+for a web framework's streaming response with the headers here. Nothing is imported from
+either protocol's SDK.
+
+The rules both mappings keep, in one place (``_Mapper``); each protocol only renders:
+
+1. A call's input is shown as available only once it is complete: at ``ToolCallCommitted``,
+   at ``TurnFinished`` (each of its calls not shown yet), or at ``ToolCallEarly``. Its
+   arguments go out whole, never in fragments, so no half value is ever shown as a value.
+2. A failed turn never leaves a call looking done. A retried turn voids everything its failed
+   stream showed (Vercel ``reset-step``; AG-UI a ``rxtoolcalls.turn_retried`` custom event
+   listing the void messages and calls); a terminal error ends the stream with the protocol's
+   error (AG-UI ``RUN_ERROR``, Vercel ``error``), leaving open what was open.
+3. On AG-UI a tool call exists (``TOOL_CALL_START``) only once it is complete: a started call
+   is the custom event ``rxtoolcalls.tool_call_started``. AG-UI cannot take a call back, and
+   its client refuses ``RUN_FINISHED`` while a call is open, so a call cut by a failed stream
+   must never have been opened.
+4. Steps are turns: a step opens at the first event of its turn and closes once the turn is
+   over (its tools answered, or no tools to run); a retried turn stays in its step.
+5. Ids: a call keeps the model's id; one the model did not send yet gets a stand-in
+   (``<base>.call<n>``), kept for that call to the end, also when the real id comes. AG-UI
+   ids are unique in the run: a model id seen before in the run (an id reused by a later
+   turn, or by the retry of a turn) gets a suffix (``<id>~<n>``).
+6. A source error is the protocol's error event, then completion: a browser reads it as the
+   run's end. The mapping's own errors (an event it cannot read, ``error_text`` raising) go
+   to ``on_error``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, TypeAlias
+
+from reactivex import Observable, abc
+from reactivex import operators as ops
+from reactivex.notification import Notification, OnError
+
+from ._errors import ToolCallStreamError
+from ._lift import Fail, Stage, lift
+from ._types import (
+    AssistantTurn,
+    TextDelta,
+    ToolCall,
+    ToolCallCommitted,
+    ToolCallField,
+    ToolCallProgress,
+    ToolCallStarted,
+    ToolCallText,
+    _finite,
+)
+from .agent import (
+    Conversation,
+    ToolCallEarly,
+    ToolCallFinished,
+    ToolCallRetracted,
+    TurnFinished,
+    TurnRetried,
+)
+
+__all__ = [
+    "AG_UI_HEADERS",
+    "UI_MESSAGE_STREAM_END",
+    "UI_MESSAGE_STREAM_HEADERS",
+    "UIEvent",
+    "ag_ui_sse",
+    "to_ag_ui",
+    "to_ui_message_stream",
+    "ui_message_sse",
+]
+
+UIEvent: TypeAlias = (
+    "ToolCallStarted | ToolCallProgress | ToolCallField | ToolCallText | ToolCallCommitted"
+    " | TextDelta | ToolCallEarly | ToolCallRetracted | TurnRetried | TurnFinished"
+    " | ToolCallFinished | Conversation"
+)
+"""What the UI operators read: ``lifecycle()``'s events and ``agent_loop()``'s."""
+
+AG_UI_HEADERS: Mapping[str, str] = MappingProxyType(
+    {"content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no"}
+)
+"""The headers of an AG-UI response: its SSE content type (what ``ag_ui.encoder`` gives), and
+no caching or proxy buffering, so that each event reaches the browser as it is sent."""
+
+UI_MESSAGE_STREAM_HEADERS: Mapping[str, str] = MappingProxyType(
+    {
+        "content-type": "text/event-stream",
+        "cache-control": "no-cache",
+        "connection": "keep-alive",
+        "x-vercel-ai-ui-message-stream": "v1",
+        "x-accel-buffering": "no",
+    }
+)
+"""The headers of a Vercel AI SDK UI message stream response, as the SDK's own
+``UI_MESSAGE_STREAM_HEADERS`` (``x-vercel-ai-ui-message-stream: v1`` marks the protocol)."""
+
+UI_MESSAGE_STREAM_END = b"data: [DONE]\n\n"
+"""The line that ends a UI message stream, after the last part (``JsonToSseTransformStream``)."""
+
+Part: TypeAlias = dict[str, Any]
+
+
+def _json(value: object) -> str:
+    """``value`` as compact JSON, as ``JSON.stringify`` writes it (NaN and infinities as null)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        return json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def _sse(value: object) -> bytes:
+    text = f"data: {_json(value)}\n\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (JSON allows "\ud800", UTF-8 does not): written as an escape.
+        data = json.dumps(json.loads(text[6:]), separators=(",", ":"))
+        return f"data: {data}\n\n".encode()
+
+
+def ag_ui_sse(event: Mapping[str, Any]) -> bytes:
+    r"""One AG-UI event as a Server-Sent Event: ``data: {json}`` and a blank line, in UTF-8.
+
+    The JSON is compact, as AG-UI's own encoder writes it; NaN and infinities become ``null``,
+    a lone surrogate an escape. Serve it with ``AG_UI_HEADERS``.
+
+    >>> ag_ui_sse({"type": "STEP_STARTED", "stepName": "turn 1"})
+    b'data: {"type":"STEP_STARTED","stepName":"turn 1"}\n\n'
+    """
+    return _sse(event)
+
+
+def ui_message_sse(part: Mapping[str, Any]) -> bytes:
+    r"""One UI message stream part as a Server-Sent Event, as the Vercel AI SDK writes it.
+
+    End the stream with ``UI_MESSAGE_STREAM_END`` after the last part; serve it with
+    ``UI_MESSAGE_STREAM_HEADERS``.
+
+    >>> ui_message_sse({"type": "text-delta", "id": "t1", "delta": "Hi"})
+    b'data: {"type":"text-delta","id":"t1","delta":"Hi"}\n\n'
+    """
+    return _sse(part)
+
+
+def _default_error_text(error: BaseException) -> str:
+    """What the browser is told of an error: our own errors' message, else only its type.
+
+    The library's errors carry no values (no arguments, no text), so their message is safe to
+    show; any other exception (a bug, an SDK's error) may hold a URL, a key or user data.
+    """
+    if isinstance(error, ToolCallStreamError):
+        return str(error) or type(error).__name__
+    return f"{type(error).__name__} (details are in the server's log)"
+
+
+# -- the rules, once ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Call:
+    """One call of the turn's current stream as the browser sees it."""
+
+    choice: int
+    index: int
+    model_id: str | None
+    ui_id: str
+    name: str
+    started: bool = False
+    """Its start was sent (AG-UI: the custom event; Vercel: ``tool-input-start``)."""
+    complete: bool = False
+    """Its whole input was sent."""
+
+
+@dataclass(slots=True)
+class _Segment:
+    """Prose being streamed: ``kind`` is ``"text"`` (answer, refusal) or ``"reasoning"``."""
+
+    choice: int
+    kind: str
+    id: str
+
+
+class _Mapper:
+    """One subscription's state: turns, steps, calls and prose, whatever the protocol.
+
+    ``feed`` takes one event and returns what to send; so do ``opened`` (at subscription),
+    ``failed`` (the source's error) and ``completed``. A protocol renders through the hooks.
+    """
+
+    def __init__(self, base: str, error_text: Callable[[BaseException], str] | None) -> None:
+        self.base = base
+        self.error_text = error_text or _default_error_text
+        self.out: list[Part] = []
+        self.phase = "idle"  # idle | streaming | dispatch (tools running) | over (step closed)
+        self.turn = 0
+        self.calls: list[_Call] = []
+        self.segments: dict[int, _Segment] = {}
+        self.streamed: set[tuple[int, str]] = set()  # (choice, kind) that came as TextDelta
+        self.awaiting: set[str] = set()
+        self.asked_tools = False
+        self.counter = 0
+
+    # -- entry points (each returns what to send) --
+
+    def take(self) -> list[Part]:
+        out, self.out = self.out, []
+        return out
+
+    def opened(self) -> list[Part]:
+        self.run_started()
+        return self.take()
+
+    def feed(self, event: object) -> list[Part]:
+        handle = _HANDLERS.get(type(event))
+        if handle is None:
+            handle = next((h for t, h in _HANDLERS.items() if isinstance(event, t)), None)
+            if handle is None:
+                raise TypeError(
+                    f"a UI mapping reads lifecycle() and agent_loop() events, got "
+                    f"{type(event).__name__}: pipe the chunks through rt.lifecycle(...) first"
+                )
+        handle(self, event)
+        return self.take()
+
+    def failed(self, error: Exception) -> list[Part]:
+        self.phase = "ended"
+        self.run_error(error, self.error_text(error))
+        return self.take()
+
+    def completed(self) -> list[Part]:
+        if self.phase in ("streaming", "dispatch"):
+            self.close_step()
+        self.phase = "ended"
+        self.run_finished()
+        return self.take()
+
+    # -- turns and steps --
+
+    def enter(self, turn: int | None = None) -> None:
+        """The event belongs to turn ``turn`` (``None``: the one streaming, or the next)."""
+        phase = self.phase
+        if phase == "streaming":
+            return
+        if phase == "idle":
+            self.open_step(turn or 1)
+            return
+        if turn is not None and turn <= self.turn:
+            return  # late news of a turn already over (a retraction after its finish)
+        if phase == "dispatch":
+            self.close_step()
+        self.open_step(turn if turn is not None else self.turn + 1)
+
+    def open_step(self, turn: int) -> None:
+        self.turn = turn
+        self.phase = "streaming"
+        self.new_stream()
+        self.step_started(turn)
+
+    def close_step(self) -> None:
+        self.close_segments()
+        self.step_finished(self.turn)
+        self.phase = "over"
+
+    def new_stream(self) -> None:
+        self.calls = []
+        self.segments = {}
+        self.streamed = set()
+        self.awaiting = set()
+        self.stream_started()
+
+    def new_id(self, kind: str) -> str:
+        self.counter += 1
+        return f"{self.base}.{kind}{self.counter}"
+
+    # -- prose --
+
+    def delta(self, choice: int, kind: str, text: str) -> None:
+        group = "reasoning" if kind == "reasoning" else "text"
+        segment = self.segments.get(choice)
+        if segment is None or segment.kind != group:
+            if segment is not None:
+                self.segment_closed(segment)
+            segment = self.segments[choice] = _Segment(
+                choice, group, self.segment_id(choice, group)
+            )
+            self.segment_opened(segment)
+        self.segment_delta(segment, text)
+
+    def close_segments(self, choice: int | None = None) -> None:
+        for at, segment in list(self.segments.items()):
+            if choice is None or at == choice:
+                del self.segments[at]
+                self.segment_closed(segment)
+
+    # -- calls --
+
+    def find(self, choice: int, index: int, model_id: str | None) -> _Call | None:
+        """The call an event names: the same id, else the latest at its index without one."""
+        found = None
+        for call in reversed(self.calls):
+            if call.choice != choice or call.index != index:
+                continue
+            if model_id is not None and call.model_id == model_id:
+                return call
+            if found is None and (call.model_id is None or model_id is None):
+                found = call
+        return found
+
+    def add(self, choice: int, index: int, model_id: str | None, name: str) -> _Call:
+        ui_id = self.new_id("call") if model_id is None else self.call_id(model_id)
+        call = _Call(choice, index, model_id, ui_id, name)
+        self.calls.append(call)
+        return call
+
+    def of(self, call: ToolCall, choice: int = 0) -> _Call:
+        found = self.find(choice, call.index, call.id)
+        return found if found is not None else self.add(choice, call.index, call.id, call.name)
+
+    def make_available(self, shown: _Call, call: ToolCall) -> None:
+        if not shown.complete:
+            shown.complete = True
+            self.input_available(shown, call)
+
+    # -- the events --
+
+    def on_started(self, event: ToolCallStarted) -> None:
+        self.enter()
+        shown = self.add(event.choice_index, event.index, event.id, event.name)
+        shown.started = True
+        self.call_started(shown)
+
+    def on_progress(self, event: ToolCallProgress) -> None:
+        self.enter()
+        shown = self.find(event.choice_index, event.index, event.id)
+        if shown is not None:
+            self.call_progress(shown, event.characters, event.fragments)
+
+    def on_field(self, event: ToolCallField) -> None:
+        self.enter()
+        shown = self.find(event.choice_index, event.index, event.id)
+        if shown is not None:
+            self.call_data(shown, "field", {"path": list(event.path), "value": event.value})
+
+    def on_text(self, event: ToolCallText) -> None:
+        self.enter()
+        shown = self.find(event.choice_index, event.index, event.id)
+        if shown is not None:
+            self.call_data(shown, "text", {"path": list(event.path), "text": event.text})
+
+    def on_text_delta(self, event: TextDelta) -> None:
+        if self.phase != "streaming":
+            self.enter()
+        self.streamed.add((event.choice_index, event.kind))
+        self.delta(event.choice_index, event.kind, event.text)
+
+    def on_committed(self, event: ToolCallCommitted) -> None:
+        self.enter()
+        self.close_segments(event.choice_index)  # the turn validated: its prose is whole
+        self.asked_tools = True
+        self.make_available(self.of(event.call, event.choice_index), event.call)
+
+    def on_early(self, event: ToolCallEarly) -> None:
+        self.enter(event.turn)
+        self.make_available(self.of(event.call), event.call)
+
+    def on_turn_finished(self, event: TurnFinished) -> None:
+        self.enter(event.turn)
+        turn = event.assistant
+        choice = turn.choice_index
+        self.close_segments()
+        self.backfill(turn)
+        shown = [self.of(call, choice) for call in turn.tool_calls]
+        for entry, call in zip(shown, turn.tool_calls, strict=True):
+            self.make_available(entry, call)
+        self.asked_tools = bool(shown)
+        if shown and not turn.needs_continuation:
+            self.phase = "dispatch"
+            self.awaiting = {entry.ui_id for entry in shown}
+        else:
+            self.close_step()
+
+    def backfill(self, turn: AssistantTurn) -> None:
+        """The turn's prose that did not stream as ``TextDelta`` (``text=False``), whole."""
+        choice = turn.choice_index
+        for kind, text in (
+            ("reasoning", turn.reasoning),
+            ("content", turn.content),
+            ("refusal", turn.refusal),
+        ):
+            if text and (choice, kind) not in self.streamed:
+                self.delta(choice, kind, text)
+        self.close_segments(choice)
+
+    def on_finished(self, event: ToolCallFinished) -> None:
+        call = event.call
+        shown = self.find(0, call.index, call.id) if self.phase == "dispatch" else None
+        if shown is None:
+            # A call this run never showed: a resumed turn's, which the client sent back.
+            shown = self.add(0, call.index, call.id, call.name)
+            self.answered_unseen(shown, call)
+        self.tool_result(shown, event.content, event.error)
+        self.awaiting.discard(shown.ui_id)
+        if self.phase == "dispatch" and not self.awaiting:
+            self.close_step()
+
+    def on_retracted(self, event: ToolCallRetracted) -> None:
+        self.enter(event.turn)
+        call = event.call
+        shown = self.find(0, call.index, call.id)
+        ui_id = call.id if shown is None else shown.ui_id
+        self.retracted(ui_id, call.name, event.reason, event.cancelled)
+
+    def on_retried(self, event: TurnRetried) -> None:
+        self.enter(event.turn)
+        error = event.error
+        retry: dict[str, Any] = {
+            "turn": event.turn,
+            "attempt": event.attempt,
+            "code": type(error).__name__,
+            "message": self.error_text(error),
+        }
+        if event.max_tokens is not None:
+            retry["maxTokens"] = event.max_tokens
+        self.turn_retried(retry)
+        self.phase = "streaming"
+        self.new_stream()
+
+    def on_conversation(self, event: Conversation) -> None:
+        """The loop's last event: what it holds was shown already."""
+
+    # -- what a protocol renders --
+
+    def run_started(self) -> None:
+        raise NotImplementedError
+
+    def run_finished(self) -> None:
+        raise NotImplementedError
+
+    def run_error(self, error: Exception, message: str) -> None:
+        raise NotImplementedError
+
+    def step_started(self, turn: int) -> None:
+        raise NotImplementedError
+
+    def step_finished(self, turn: int) -> None:
+        raise NotImplementedError
+
+    def stream_started(self) -> None:
+        """A new stream of the turn (its first, or a retry): ids of the void one are done."""
+
+    def segment_id(self, choice: int, kind: str) -> str:
+        return self.new_id(kind)
+
+    def segment_opened(self, segment: _Segment) -> None:
+        raise NotImplementedError
+
+    def segment_delta(self, segment: _Segment, text: str) -> None:
+        raise NotImplementedError
+
+    def segment_closed(self, segment: _Segment) -> None:
+        raise NotImplementedError
+
+    def call_id(self, model_id: str) -> str:
+        return model_id
+
+    def call_started(self, call: _Call) -> None:
+        raise NotImplementedError
+
+    def call_progress(self, call: _Call, characters: int, fragments: int) -> None:
+        raise NotImplementedError
+
+    def call_data(self, call: _Call, kind: str, data: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def input_available(self, shown: _Call, call: ToolCall) -> None:
+        raise NotImplementedError
+
+    def answered_unseen(self, shown: _Call, call: ToolCall) -> None:
+        """A call answered that this run never showed: its input first, by default."""
+        self.make_available(shown, call)
+
+    def tool_result(self, call: _Call, content: str, error: Exception | None) -> None:
+        raise NotImplementedError
+
+    def retracted(self, ui_id: str, name: str, reason: str, cancelled: bool) -> None:
+        raise NotImplementedError
+
+    def turn_retried(self, retry: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+_HANDLERS: dict[type, Callable[[_Mapper, Any], None]] = {
+    TextDelta: _Mapper.on_text_delta,
+    ToolCallStarted: _Mapper.on_started,
+    ToolCallProgress: _Mapper.on_progress,
+    ToolCallField: _Mapper.on_field,
+    ToolCallText: _Mapper.on_text,
+    ToolCallCommitted: _Mapper.on_committed,
+    ToolCallEarly: _Mapper.on_early,
+    TurnFinished: _Mapper.on_turn_finished,
+    ToolCallFinished: _Mapper.on_finished,
+    ToolCallRetracted: _Mapper.on_retracted,
+    TurnRetried: _Mapper.on_retried,
+    Conversation: _Mapper.on_conversation,
+}
+
+
+# -- AG-UI ----------------------------------------------------------------------------------
+
+
+class _AgUi(_Mapper):
+    def __init__(
+        self, thread_id: str, run_id: str, error_text: Callable[[BaseException], str] | None
+    ) -> None:
+        super().__init__(run_id, error_text)
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.used: dict[str, int] = {}  # model id -> how many calls of the run had it
+        self.messages: dict[int, str] = {}  # the assistant message of each choice, this stream
+        self.void_messages: list[str] = []
+        self.void_calls: list[str] = []
+
+    def custom(self, name: str, value: dict[str, Any]) -> None:
+        self.out.append({"type": "CUSTOM", "name": f"rxtoolcalls.{name}", "value": value})
+
+    def message_id(self, choice: int) -> str:
+        found = self.messages.get(choice)
+        if found is None:
+            found = self.messages[choice] = self.new_id("msg")
+            self.void_messages.append(found)
+        return found
+
+    def run_started(self) -> None:
+        self.out.append({"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id})
+
+    def run_finished(self) -> None:
+        self.out.append({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id})
+
+    def run_error(self, error: Exception, message: str) -> None:
+        self.out.append({"type": "RUN_ERROR", "message": message, "code": type(error).__name__})
+
+    def step_started(self, turn: int) -> None:
+        self.out.append({"type": "STEP_STARTED", "stepName": f"turn {turn}"})
+
+    def step_finished(self, turn: int) -> None:
+        self.out.append({"type": "STEP_FINISHED", "stepName": f"turn {turn}"})
+
+    def stream_started(self) -> None:
+        self.messages = {}
+        self.void_messages = []
+        self.void_calls = []
+
+    def segment_id(self, choice: int, kind: str) -> str:
+        if kind == "text":
+            return self.message_id(choice)
+        found = self.new_id("reasoning")
+        self.void_messages.append(found)
+        return found
+
+    def segment_opened(self, segment: _Segment) -> None:
+        if segment.kind == "text":
+            self.out.append(
+                {"type": "TEXT_MESSAGE_START", "messageId": segment.id, "role": "assistant"}
+            )
+        else:
+            self.out += [
+                {"type": "REASONING_START", "messageId": segment.id},
+                {"type": "REASONING_MESSAGE_START", "messageId": segment.id, "role": "reasoning"},
+            ]
+
+    def segment_delta(self, segment: _Segment, text: str) -> None:
+        kind = "TEXT_MESSAGE_CONTENT" if segment.kind == "text" else "REASONING_MESSAGE_CONTENT"
+        self.out.append({"type": kind, "messageId": segment.id, "delta": text})
+
+    def segment_closed(self, segment: _Segment) -> None:
+        if segment.kind == "text":
+            self.out.append({"type": "TEXT_MESSAGE_END", "messageId": segment.id})
+        else:
+            self.out += [
+                {"type": "REASONING_MESSAGE_END", "messageId": segment.id},
+                {"type": "REASONING_END", "messageId": segment.id},
+            ]
+
+    def call_id(self, model_id: str) -> str:
+        seen = self.used.get(model_id, 0) + 1
+        self.used[model_id] = seen
+        # A stand-in id of ours never holds "~", so a suffixed one meets no model id.
+        return model_id if seen == 1 else f"{model_id}~{seen}"
+
+    def call_started(self, call: _Call) -> None:
+        self.void_calls.append(call.ui_id)
+        self.custom(
+            "tool_call_started",
+            {
+                "toolCallId": call.ui_id,
+                "toolCallName": call.name,
+                "parentMessageId": self.message_id(call.choice),
+            },
+        )
+
+    def call_progress(self, call: _Call, characters: int, fragments: int) -> None:
+        self.custom(
+            "tool_call_progress",
+            {
+                "toolCallId": call.ui_id,
+                "toolCallName": call.name,
+                "characters": characters,
+                "fragments": fragments,
+            },
+        )
+
+    def call_data(self, call: _Call, kind: str, data: dict[str, Any]) -> None:
+        value = {"toolCallId": call.ui_id, "toolCallName": call.name, **data}
+        self.custom(f"tool_call_{kind}", value)
+
+    def input_available(self, shown: _Call, call: ToolCall) -> None:
+        if not shown.started:
+            self.void_calls.append(shown.ui_id)
+        self.out += [
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": shown.ui_id,
+                "toolCallName": call.name,
+                "parentMessageId": self.message_id(shown.choice),
+            },
+            {"type": "TOOL_CALL_ARGS", "toolCallId": shown.ui_id, "delta": call.arguments},
+            {"type": "TOOL_CALL_END", "toolCallId": shown.ui_id},
+        ]
+
+    def answered_unseen(self, shown: _Call, call: ToolCall) -> None:
+        # The client holds the call it sent back: a second start would add its arguments to
+        # the ones it has (AG-UI's client appends TOOL_CALL_ARGS to the call of that id).
+        shown.complete = True
+
+    def tool_result(self, call: _Call, content: str, error: Exception | None) -> None:
+        self.out.append(
+            {
+                "type": "TOOL_CALL_RESULT",
+                "messageId": self.new_id("result"),
+                "toolCallId": call.ui_id,
+                "content": content,
+                "role": "tool",
+            }
+        )
+        if error is not None:
+            self.custom(
+                "tool_call_failed",
+                {"toolCallId": call.ui_id, "toolCallName": call.name, "code": type(error).__name__},
+            )
+
+    def retracted(self, ui_id: str, name: str, reason: str, cancelled: bool) -> None:
+        self.custom(
+            "tool_call_retracted",
+            {"toolCallId": ui_id, "toolCallName": name, "reason": reason, "cancelled": cancelled},
+        )
+
+    def turn_retried(self, retry: dict[str, Any]) -> None:
+        self.close_segments()
+        retry["messageIds"] = list(self.void_messages)
+        retry["toolCallIds"] = list(self.void_calls)
+        self.custom("turn_retried", retry)
+
+
+def to_ag_ui(
+    *,
+    thread_id: str | None = None,
+    run_id: str | None = None,
+    error_text: Callable[[BaseException], str] | None = None,
+) -> Callable[[Observable[UIEvent]], Observable[dict[str, Any]]]:
+    """The events of ``lifecycle()`` or ``agent_loop()`` as AG-UI events, in one subscription.
+
+    ``Observable[UIEvent] -> Observable[dict]``: each event a dict in AG-UI's JSON shape
+    (camelCase keys, ``type`` as ``"TOOL_CALL_START"``), ready for ``ag_ui_sse``. The run is
+    framed by ``RUN_STARTED`` (at subscription) and ``RUN_FINISHED``; each turn is a step
+    ``"turn <n>"``; prose is a text message (its assistant message, which also holds the
+    turn's calls) or a reasoning message; a call is ``TOOL_CALL_START``, its whole arguments
+    in one ``TOOL_CALL_ARGS``, ``TOOL_CALL_END``, once it is complete, and
+    ``TOOL_CALL_RESULT`` when its tool answered::
+
+        events:  ----started----field---(committed,|)      lifecycle(fields=True)
+        output:  R---(S,C)------C-------(T,A,E,s,F,|)
+
+    (R ``RUN_STARTED`` at subscription, S ``STEP_STARTED "turn 1"``, C ``CUSTOM``, T A E the
+    call's start, arguments and end, s ``STEP_FINISHED``, F ``RUN_FINISHED``.)
+
+    What AG-UI has no event for comes as ``CUSTOM`` events named ``rxtoolcalls.…``: a call
+    started, its progress, fields and text, a tool that failed, a call taken back, a turn
+    streamed again (with the ids of the messages and calls it voids). A source error is one
+    ``RUN_ERROR`` (``message`` from ``error_text``, which by default shows only the library's
+    own messages; ``code`` the error's type), then completion; an element that is none of
+    ``UIEvent`` (a raw chunk) is a ``TypeError`` sent to ``on_error``. ``thread_id`` and ``run_id``
+    are those of the client's ``RunAgentInput`` (new ones per subscription when not given);
+    generated ids start with the run id. Mapping tables: the manual's "UI protocols" page.
+
+    >>> import reactivex
+    >>> from reactivex import operators as ops
+    >>> from rxtoolcalls import lifecycle
+    >>> chunks = [
+    ...     {"choices": [{"delta": {"content": "Hi"}}]},
+    ...     {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "call_1",
+    ...         "function": {"name": "f", "arguments": "{}"}}]}}]},
+    ...     {"choices": [{"delta": {}, "finish_reason": "tool_calls"}]},
+    ... ]
+    >>> events = reactivex.from_iterable(chunks).pipe(
+    ...     lifecycle(text=True), to_ag_ui(run_id="r"), ops.to_list()).run()
+    >>> [event["type"] for event in events]  # doctest: +NORMALIZE_WHITESPACE
+    ['RUN_STARTED', 'STEP_STARTED', 'TEXT_MESSAGE_START', 'TEXT_MESSAGE_CONTENT', 'CUSTOM',
+     'TEXT_MESSAGE_END', 'TOOL_CALL_START', 'TOOL_CALL_ARGS', 'TOOL_CALL_END',
+     'STEP_FINISHED', 'RUN_FINISHED']
+
+    Cost: a few dicts per event. The alternative for a Vercel AI SDK frontend:
+    ``to_ui_message_stream()``.
+    """
+
+    def make() -> _Mapper:
+        return _AgUi(
+            thread_id if thread_id is not None else f"thread_{uuid.uuid4().hex}",
+            run_id if run_id is not None else f"run_{uuid.uuid4().hex}",
+            error_text,
+        )
+
+    return _operator(make)
+
+
+# -- Vercel AI SDK UI message stream -----------------------------------------------------
+
+
+class _UiMessages(_Mapper):
+    def __init__(
+        self, message_id: str, dynamic: bool, error_text: Callable[[BaseException], str] | None
+    ) -> None:
+        super().__init__(message_id, error_text)
+        self.message_id = message_id
+        self.dynamic = dynamic
+
+    def tool(self, part: Part) -> Part:
+        if self.dynamic:
+            part["dynamic"] = True
+        return part
+
+    def data(self, name: str, data: dict[str, Any]) -> None:
+        self.out.append({"type": f"data-rxtoolcalls-{name}", "data": data, "transient": True})
+
+    def run_started(self) -> None:
+        self.out.append({"type": "start", "messageId": self.message_id})
+
+    def run_finished(self) -> None:
+        reason = "tool-calls" if self.asked_tools else "stop"
+        self.out.append({"type": "finish", "finishReason": reason})
+
+    def run_error(self, error: Exception, message: str) -> None:
+        self.out += [
+            {"type": "error", "errorText": message},
+            {"type": "finish", "finishReason": "error"},
+        ]
+
+    def step_started(self, turn: int) -> None:
+        self.out.append({"type": "start-step"})
+
+    def step_finished(self, turn: int) -> None:
+        self.out.append({"type": "finish-step"})
+
+    def segment_opened(self, segment: _Segment) -> None:
+        self.out.append({"type": f"{segment.kind}-start", "id": segment.id})
+
+    def segment_delta(self, segment: _Segment, text: str) -> None:
+        self.out.append({"type": f"{segment.kind}-delta", "id": segment.id, "delta": text})
+
+    def segment_closed(self, segment: _Segment) -> None:
+        self.out.append({"type": f"{segment.kind}-end", "id": segment.id})
+
+    def call_started(self, call: _Call) -> None:
+        part = {"type": "tool-input-start", "toolCallId": call.ui_id, "toolName": call.name}
+        self.out.append(self.tool(part))
+
+    def call_progress(self, call: _Call, characters: int, fragments: int) -> None:
+        self.data(
+            "progress",
+            {
+                "toolCallId": call.ui_id,
+                "toolCallName": call.name,
+                "characters": characters,
+                "fragments": fragments,
+            },
+        )
+
+    def call_data(self, call: _Call, kind: str, data: dict[str, Any]) -> None:
+        self.data(kind, {"toolCallId": call.ui_id, "toolCallName": call.name, **data})
+
+    def input_available(self, shown: _Call, call: ToolCall) -> None:
+        # A free-form (custom tool) input is its text; JSON arguments are their object.
+        given: object = call.parsed_arguments if call.type == "function" else call.arguments
+        part = {
+            "type": "tool-input-available",
+            "toolCallId": shown.ui_id,
+            "toolName": call.name,
+            "input": given,
+        }
+        self.out.append(self.tool(part))
+
+    def tool_result(self, call: _Call, content: str, error: Exception | None) -> None:
+        if error is None:
+            part = {"type": "tool-output-available", "toolCallId": call.ui_id, "output": content}
+        else:
+            part = {"type": "tool-output-error", "toolCallId": call.ui_id, "errorText": content}
+        self.out.append(self.tool(part))
+
+    def retracted(self, ui_id: str, name: str, reason: str, cancelled: bool) -> None:
+        self.data(
+            "retracted",
+            {"toolCallId": ui_id, "toolCallName": name, "reason": reason, "cancelled": cancelled},
+        )
+
+    def turn_retried(self, retry: dict[str, Any]) -> None:
+        # The client drops the step's parts, its open text and its partial calls: none is ended.
+        self.segments = {}
+        self.data("turn-retried", retry)
+        self.out.append({"type": "reset-step"})
+
+
+def to_ui_message_stream(
+    *,
+    message_id: str | None = None,
+    dynamic: bool = False,
+    error_text: Callable[[BaseException], str] | None = None,
+) -> Callable[[Observable[UIEvent]], Observable[dict[str, Any]]]:
+    """The events of ``lifecycle()`` or ``agent_loop()`` as Vercel AI SDK UI message parts.
+
+    ``Observable[UIEvent] -> Observable[dict]``: each part a dict in the UI message stream's
+    JSON shape (``{"type": "tool-input-start", "toolCallId": …, "toolName": …}``), ready for
+    ``ui_message_sse``; send ``UI_MESSAGE_STREAM_END`` after the last. The message is framed
+    by ``start`` (at subscription, with ``message_id``, new per subscription when not given)
+    and ``finish``; each turn is a step (``start-step``, ``finish-step``); prose is
+    ``text-*`` or ``reasoning-*`` parts; a call is ``tool-input-start`` when named,
+    ``tool-input-available`` with its whole input once complete, then
+    ``tool-output-available`` or ``tool-output-error``::
+
+        events:  ----started----field---(committed,|)      lifecycle(fields=True)
+        output:  s---(S,i)------d-------(a,F,f,|)
+
+    (s ``start`` at subscription, S ``start-step``, i ``tool-input-start``, d a data part,
+    a ``tool-input-available``, F ``finish-step``, f ``finish``.)
+
+    Fields, argument text, progress, retractions and retries come as transient data parts
+    ``data-rxtoolcalls-…`` (``useChat``'s ``onData`` sees them; they stay out of the
+    message). A retried turn is a ``reset-step``: the client drops the step's parts. A source
+    error is an ``error`` part (``errorText`` from ``error_text``, which by default shows only
+    the library's own messages), then ``finish`` with ``finishReason: "error"``; an element
+    that is none of ``UIEvent`` (a raw chunk) is a ``TypeError`` sent to ``on_error``.
+    ``dynamic=True`` marks tool parts ``dynamic`` (``dynamic-tool`` parts in the client, for
+    tools it does not declare). Mapping tables: the manual's "UI protocols" page.
+
+    >>> import reactivex
+    >>> from reactivex import operators as ops
+    >>> from rxtoolcalls import lifecycle
+    >>> chunks = [
+    ...     {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "call_1",
+    ...         "function": {"name": "f", "arguments": "{}"}}]}}]},
+    ...     {"choices": [{"delta": {}, "finish_reason": "tool_calls"}]},
+    ... ]
+    >>> parts = reactivex.from_iterable(chunks).pipe(
+    ...     lifecycle(), to_ui_message_stream(message_id="m"), ops.to_list()).run()
+    >>> [part["type"] for part in parts]  # doctest: +NORMALIZE_WHITESPACE
+    ['start', 'start-step', 'tool-input-start', 'tool-input-available', 'finish-step',
+     'finish']
+
+    Cost: a few dicts per event. The alternative for an AG-UI frontend: ``to_ag_ui()``.
+    """
+
+    def make() -> _Mapper:
+        given = message_id if message_id is not None else f"msg_{uuid.uuid4().hex}"
+        return _UiMessages(given, dynamic, error_text)
+
+    return _operator(make)
+
+
+# -- the Rx skin ------------------------------------------------------------------------------
+
+_OPEN = object()  # sent first: the run's opening events go out at subscription
+
+
+def _operator(
+    make: Callable[[], _Mapper],
+) -> Callable[[Observable[UIEvent]], Observable[dict[str, Any]]]:
+    """A mapper per subscription; the source's notifications, its error too, are its input."""
+
+    def make_stage(observer: abc.ObserverBase[Part], fail: Fail) -> Stage[Notification[Any]]:
+        mapper = make()
+        ended = False
+
+        def on_next(note: Notification[Any]) -> None:
+            nonlocal ended
+            if ended:
+                return
+            kind = note.kind
+            if kind == "N":
+                value = note.value
+                out = mapper.opened() if value is _OPEN else mapper.feed(value)
+            else:
+                ended = True
+                if isinstance(note, OnError):
+                    out = mapper.failed(note.exception)
+                else:
+                    out = mapper.completed()
+            for item in out:
+                observer.on_next(item)
+            if ended:
+                observer.on_completed()
+
+        def on_completed() -> None:
+            """The materialized source ends right after its last notification, handled."""
+
+        return Stage(on_next, on_completed)
+
+    lifted = lift(make_stage)
+
+    def operator(source: Observable[UIEvent]) -> Observable[dict[str, Any]]:
+        opened: Observable[Any] = source
+        return lifted(opened.pipe(ops.start_with(_OPEN), ops.materialize()))
+
+    return operator
