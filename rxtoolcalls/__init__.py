@@ -68,6 +68,16 @@ from .sources import (
     from_sse,
 )
 from .transcript import repair_transcript
+from .ui import (
+    AG_UI_HEADERS,
+    UI_MESSAGE_STREAM_END,
+    UI_MESSAGE_STREAM_HEADERS,
+    UIEvent,
+    ag_ui_sse,
+    to_ag_ui,
+    to_ui_message_stream,
+    ui_message_sse,
+)
 from .wires.anthropic import from_anthropic_stream, from_async_anthropic_stream
 from .wires.bedrock import from_async_bedrock_stream, from_bedrock_stream, from_eventstream
 from .wires.gemini import from_async_gemini_stream, from_gemini_stream
@@ -75,8 +85,11 @@ from .wires.gemini import from_async_gemini_stream, from_gemini_stream
 __version__ = "0.4.0"
 
 __all__ = [
+    "AG_UI_HEADERS",
     "DEFAULT",
     "LENIENT",
+    "UI_MESSAGE_STREAM_END",
+    "UI_MESSAGE_STREAM_HEADERS",
     "Assembler",
     "AssistantTurn",
     "ChoiceEnd",
@@ -112,9 +125,11 @@ __all__ = [
     "TurnFinished",
     "TurnLimitError",
     "TurnRetried",
+    "UIEvent",
     "UnknownToolError",
     "Wire",
     "__version__",
+    "ag_ui_sse",
     "agent_loop",
     "assemble",
     "assemble_choices",
@@ -143,6 +158,9 @@ __all__ = [
     "on_finish_reason",
     "progress",
     "repair_transcript",
+    "to_ag_ui",
     "to_async_iterator",
+    "to_ui_message_stream",
     "tool_content",
+    "ui_message_sse",
 ]
