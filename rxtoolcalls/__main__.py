@@ -607,6 +607,9 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     if args.demo == bool(args.files):
         raise _UsageError("serve: give capture FILES or --demo")
+    if args.python and not args.ui:
+        raise _UsageError("serve --python: the tools answer the page's agent run: add --ui")
+    tools = dict(_python_tool(spec) for spec in args.python or ())
     recordings = []
     for path in args.files or [None]:
         try:
@@ -616,6 +619,10 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not chunks:
             raise _UsageError(f"{path} holds no chunks: nothing to serve")
         recordings.append(chunks)
+    if args.demo and args.ui:
+        # The page's run needs a turn that answers after the tools: a made-up one, bundled.
+        answer = resources.files("rxtoolcalls").joinpath("data/ui/demo-answer.jsonl")
+        recordings.append(list(read_jsonl(answer.read_text(encoding="utf-8").splitlines())))
     try:
         server = ReplayServer(
             recordings,
@@ -623,6 +630,8 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             loop=args.loop,
             port=args.port,
             log=lambda line: _log(line, err),
+            ui=args.ui,
+            tools=tools if args.ui else None,
         )
     except OSError as exc:
         raise _UsageError(
@@ -635,6 +644,8 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(
         f"serving {len(recordings)} recording(s){shown} at {server.base_url}", file=out, flush=True
     )
+    if args.ui:
+        print(f"the page: {server.root_url}/ui", file=out, flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -1143,8 +1154,9 @@ def _parser() -> argparse.ArgumentParser:
         "true, or at a streaming path, gets the capture framed as its wire sends it "
         "(Server-Sent Events, or AWS event-stream frames); any other gets the capture "
         "assembled into the wire's one reply (502 with the typed error if it does not "
-        "assemble). GET /v1/models lists the captures' models. One log line per request on "
-        "stderr; Ctrl-C stops.",
+        "assemble). GET /v1/models lists the captures' models. With --ui, GET /ui is a page "
+        "that plays an agent run over the captures live, and GET /ui/events that run as AG-UI "
+        "Server-Sent Events. One log line per request on stderr; Ctrl-C stops.",
     )
     serve.add_argument(
         "files", nargs="*", help="captures (.jsonl, raw SSE or a raw body), in answer order"
@@ -1168,6 +1180,21 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="after the last capture, answer the first again, and so on (default: off: the "
         "last one again)",
+    )
+    serve.add_argument(
+        "--ui",
+        action="store_true",
+        help="also serve GET /ui, a page that shows an agent run over the captures as it "
+        "streams (each capture one turn's reply, a retry the next one; tools answered by echo "
+        "stubs), and GET /ui/events, that run as AG-UI Server-Sent Events; with --demo, a "
+        "bundled answer turn follows the demo (default: off)",
+    )
+    serve.add_argument(
+        "--python",
+        action="append",
+        metavar="MODULE:FUNCTION",
+        help="with --ui, a Python function as a tool of the page's run, instead of its echo "
+        "stub, as chat --python takes it; repeatable (default: none)",
     )
 
     chat = sub.add_parser(

@@ -20,11 +20,18 @@ recording. Errors are JSON bodies in the wire's shape (OpenAI ``{"error": {...}}
 ``{"type": "error", "error": {...}}``, Google ``{"error": {"code", "message", "status"}}``, AWS
 ``{"__type", "message"}``). A chunk the route cannot frame, or a reply that cannot be built, is
 a 500 naming it, never a traceback.
+
+With ``ui=True`` (``serve --ui``), ``GET /ui`` is a page that shows an agent run live, and
+``GET /ui/events`` streams that run as AG-UI events (``text/event-stream``): each client gets
+its own ``agent_loop`` over the recordings, paced and cut as the HTTP routes are, its tools
+answered by echo stubs (or the ``tools`` given), its events mapped by
+:func:`rxtoolcalls.ui.to_ag_ui`. A client that leaves stops its run.
 """
 
 from __future__ import annotations
 
 import json
+import queue
 import select
 import socket
 import threading
@@ -35,6 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import reactivex
+from reactivex.scheduler import EventLoopScheduler
 
 from ._errors import ProviderError, ToolCallStreamError, a_or_an
 from ._reader import recording_wire
@@ -219,6 +227,14 @@ class ReplayServer:
     (``HttpOptions(base_url=...)``), and for boto3 (``client("bedrock-runtime",
     endpoint_url=...)``).
 
+    ``ui=True`` adds ``GET /ui``, a page that plays one agent run over the recordings, and
+    ``GET /ui/events``, that run as AG-UI Server-Sent Events: each client's own run, from the
+    first recording (a retry gets the next one), with ``delay``, ``delays`` and ``cut`` counted
+    from its own request 0, and without moving the HTTP routes' count on. Its tools are
+    ``tools`` (names to callables, as ``agent_loop`` takes them), and an echo stub for every
+    other name the recordings call; a turn is retried twice; a run has at most one turn per
+    recording. A client that leaves disposes its run: no stream, tool or thread is left.
+
     >>> with ReplayServer([[{"choices": []}]]) as server:
     ...     server.base_url.startswith("http://127.0.0.1:")
     True
@@ -235,7 +251,11 @@ class ReplayServer:
         port: int = 0,
         log: Callable[[str], None] | None = None,
         timeout: float = 30.0,
+        ui: bool = False,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
+        if tools is not None and not ui:
+            raise ValueError("tools answer the page's agent run: give them with ui=True")
         if not recordings:
             raise ValueError("at least one recording is needed")
         for number, recording in enumerate(recordings):
@@ -270,6 +290,13 @@ class ReplayServer:
         }
         self.cut = dict(cut or {})
         self.loop = loop
+        self.ui = ui
+        self.tools: dict[str, Callable[..., Any]] = {}
+        """The page's tools (``ui=True``): those given, and echo stubs for the others."""
+        if ui:
+            from ._serve_ui import echo_tools
+
+            self.tools = echo_tools(self.recordings, tools)
         self.requests: list[dict[str, Any]] = []
         """The body of every request for a recording, in arrival order, across resets."""
         self._answered = 0  # requests since the start or the last reset
@@ -368,6 +395,12 @@ class ReplayServer:
 
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0].rstrip("/")
+                if server.ui and path == "/ui":
+                    self.send_page()
+                    return
+                if server.ui and path == "/ui/events":
+                    self.ui_events()
+                    return
                 if path.endswith("/models"):
                     entries = [_model(m) for m in models]
                     self.send_json(200, {"object": "list", "data": entries})
@@ -379,7 +412,89 @@ class ReplayServer:
                         {"id": name, "object": "model", "created": 0, "owned_by": "rxtoolcalls"},
                     )
                     return
-                self.fail(404, f"not found: {self.path} (GET serves /v1/models)", "not_found")
+                served = "/v1/models, /ui and /ui/events" if server.ui else "/v1/models"
+                self.fail(404, f"not found: {self.path} (GET serves {served})", "not_found")
+
+            def send_page(self) -> None:
+                from ._serve_ui import page
+
+                body = page()
+                self.detail = "the page"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Cache-Control", "no-cache")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def ui_events(self) -> None:
+                """Stream one agent run as AG-UI events; dispose it if the client leaves."""
+                from ._serve_ui import Replay, run_events
+                from .ui import AG_UI_HEADERS
+
+                scheduler = EventLoopScheduler()
+                replay = Replay(
+                    server.recordings,
+                    delay=server.delay,
+                    delays=server.delays,
+                    cut=server.cut,
+                    loop=server.loop,
+                    scheduler=scheduler,
+                )
+                wire = next((w for w in server.wires if w is not None), None)
+                try:
+                    run = run_events(replay, server.tools, wire)
+                except Exception as error:  # noqa: BLE001 - no run to show: one log line
+                    scheduler.dispose()
+                    self.fail(500, f"the agent run cannot start: {type(error).__name__}: {error}")
+                    return
+                events: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+                failures: list[Exception] = []
+
+                def failed(error: Exception) -> None:
+                    failures.append(error)
+                    events.put(None)
+
+                self.detail = (
+                    f"an agent run over {len(server.recordings)} recording(s), as AG-UI events"
+                )
+                self.close_connection = True
+                sent = 0
+                subscription = None
+                try:
+                    self.send_response(200)
+                    for name, value in AG_UI_HEADERS.items():
+                        self.send_header(name, value)
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.flush()
+                    subscription = run.subscribe(events.put, failed, lambda: events.put(None))
+                    while True:
+                        try:
+                            event = events.get(timeout=_POLL)
+                        except queue.Empty:
+                            if not self.pause(0):
+                                raise ConnectionResetError from None  # the client left
+                            continue
+                        if event is None:
+                            break
+                        self.wfile.write(event)
+                        self.wfile.flush()
+                        sent += 1
+                except OSError as error:
+                    self.progress = f" after {sent} events (its run was stopped)"
+                    if isinstance(error, ConnectionError):
+                        with server._lock:
+                            server.disconnects += 1
+                    raise
+                finally:
+                    if subscription is not None:
+                        subscription.dispose()
+                    scheduler.dispose()
+                for failure in failures[:1]:
+                    self.note(
+                        f"the run failed after {sent} events: {type(failure).__name__}: {failure}"
+                    )
 
             def read_body(self) -> bytes | None:
                 """The request body, or ``None`` after answering why it cannot be read."""
