@@ -1076,7 +1076,7 @@ def agent_loop(
       the output-token ceiling, and a turn it cut (``TruncatedToolCallError``) is streamed
       again with the ceiling doubled, up to the limit (``TurnRetried.max_tokens``).
     - ``fields=True`` adds each call's ``ToolCallField`` events as its values complete, and
-      ``text=True`` a ``TextDelta`` for each piece of prose, while each turn streams (for a UI).
+      ``text=True`` a ``TextDelta`` for each fragment of prose, while each turn streams (for a UI).
     - An unknown tool, a tool that raises, or arguments against its schema become a tool
       message the model can read (``tool_errors="message"``) or a ``ToolExecutionError``.
     - After ``max_turns`` turns that all asked for tools (or paused): ``TurnLimitError``.

@@ -715,7 +715,7 @@ def lifecycle(
         output:  -s0---------p0---(k0,|)
 
     ``fields=True`` adds the events of ``fields()`` (``strings=True`` its text events too),
-    ``text=True`` a ``TextDelta`` for each piece of the turn's prose (its answer, reasoning or
+    ``text=True`` a ``TextDelta`` for each fragment of the turn's prose (its answer, reasoning or
     refusal), interleaved in the order they happen, from the same subscription. Cost: one
     counter per fragment; the partial text is read only by ``partial_arguments()``; ``fields``
     adds the cost of ``fields()``.
