@@ -43,7 +43,8 @@ myst_heading_anchors = 3
 nitpicky = True
 nitpick_ignore_regex = [
     ("py:class", r"(reactivex|collections|asyncio|os|typing|types|pathlib|concurrent)\..*"),
-    ("py:class", r"Observable|Call|T|CallItem|rxtoolcalls\.sources\.T|CallEvent|FieldEvent|AgentEvent|UIEvent"),
+    ("py:class", r"Observable|Call|T|CallItem|rxtoolcalls\.sources\.T"),
+    ("py:class", r"CallEvent|FieldEvent|AgentEvent|UIEvent"),
     ("py:class", r"rxtoolcalls\.(.*\.)?_.*"),
 ]
 
