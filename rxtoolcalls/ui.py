@@ -9,32 +9,40 @@ either protocol's SDK.
 The rules both mappings keep, in one place (``_Mapper``); each protocol only renders:
 
 1. A call's input is shown as available only once it is complete: at ``ToolCallCommitted``,
-   at ``TurnFinished`` (each of its calls not shown yet), or at ``ToolCallEarly``. Its
-   arguments go out whole, never in fragments, so no half value is ever shown as a value.
+   at ``TurnFinished`` (each of its calls not shown yet), or, on Vercel, at ``ToolCallEarly``.
+   Its arguments go out whole, never in fragments, so no half value is ever shown as a value.
 2. A failed turn never leaves a call looking done. A retried turn voids everything its failed
    stream showed (Vercel ``reset-step``; AG-UI a ``rxtoolcalls.turn_retried`` custom event
    listing the void messages and calls); a terminal error ends the stream with the protocol's
-   error (AG-UI ``RUN_ERROR``, Vercel ``error``), leaving open what was open.
-3. On AG-UI a tool call exists (``TOOL_CALL_START``) only once it is complete: a started call
-   is the custom event ``rxtoolcalls.tool_call_started``. AG-UI cannot take a call back, and
-   its client refuses ``RUN_FINISHED`` while a call is open, so a call cut by a failed stream
-   must never have been opened.
+   error (AG-UI ``RUN_ERROR``, Vercel ``error``), leaving open the text that was open. On
+   Vercel each call whose input was shown and that has no output gets a ``tool-output-error``
+   ("taken back: …") first, so the client never keeps a call waiting for an answer.
+3. On AG-UI a tool call exists (``TOOL_CALL_START``) only once its turn committed: a started
+   call is the custom event ``rxtoolcalls.tool_call_started``, a call started early
+   ``rxtoolcalls.tool_call_early``. AG-UI cannot take a call back, and its client refuses
+   ``RUN_FINISHED`` while a call is open, so a call of a failed stream must never have been
+   opened.
 4. Steps are turns: a step opens at the first event of its turn and closes once the turn is
    over (its tools answered, or no tools to run); a retried turn stays in its step.
 5. Ids: a call keeps the model's id; one the model did not send yet gets a stand-in
-   (``<base>.call<n>``), kept for that call to the end, also when the real id comes. AG-UI
-   ids are unique in the run: a model id seen before in the run (an id reused by a later
-   turn, or by the retry of a turn) gets a suffix (``<id>~<n>``).
+   (``<base>.call<n>``), kept for that call to the end, also when the real id comes. A complete
+   call is the started one of its choice and index (the same id, else the first one not
+   complete: a lenient policy may rename a call at commit). AG-UI ids are unique in the
+   thread: a model id seen before in the run (an id reused by a later turn, or by the retry of
+   a turn) or held by the client (``taken_ids``) gets a suffix (``<id>~<n>``); Vercel ids are
+   unique in their step, the same way.
 6. A source error is the protocol's error event, then completion: a browser reads it as the
    run's end. The mapping's own errors (an event it cannot read, ``error_text`` raising) go
-   to ``on_error``.
+   to ``on_error``. What the browser reads of an error is safe by default: its type, a sentence
+   of ours, a short code; never the error's own text (``_default_error_text``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, TypeAlias
@@ -43,7 +51,18 @@ from reactivex import Observable, abc
 from reactivex import operators as ops
 from reactivex.notification import Notification, OnError
 
-from ._errors import ToolCallStreamError
+from ._errors import (
+    ContentFilteredError,
+    InvalidArgumentsError,
+    LimitExceededError,
+    MalformedChunkError,
+    MultipleChoicesError,
+    ProviderError,
+    StreamInterruptedError,
+    ToolCallStreamError,
+    TruncatedToolCallError,
+    UnknownToolError,
+)
 from ._lift import Fail, Stage, lift
 from ._types import (
     AssistantTurn,
@@ -61,7 +80,9 @@ from .agent import (
     ToolCallEarly,
     ToolCallFinished,
     ToolCallRetracted,
+    ToolExecutionError,
     TurnFinished,
+    TurnLimitError,
     TurnRetried,
 )
 
@@ -149,15 +170,53 @@ def ui_message_sse(part: Mapping[str, Any]) -> bytes:
     return _sse(part)
 
 
-def _default_error_text(error: BaseException) -> str:
-    """What the browser is told of an error: our own errors' message, else only its type.
+# What the browser reads of each of our errors: a sentence written here, never the error's
+# message, which may quote what came from outside (an HTTP error's URL with its key, a network
+# error's text, a tool's exception). A subclass reads as its nearest listed ancestor.
+_SAFE_TEXT: dict[type[BaseException], str] = {
+    ToolCallStreamError: "the tool-call stream failed",
+    MalformedChunkError: "the provider sent a chunk that breaks its wire's rules",
+    MultipleChoicesError: "the stream held more than one choice",
+    StreamInterruptedError: "the stream ended before the turn was complete",
+    ProviderError: "the provider answered with an error",
+    TruncatedToolCallError: "a tool call was cut off",
+    ContentFilteredError: "the provider refused the turn",
+    InvalidArgumentsError: "a tool call's arguments are not valid",
+    LimitExceededError: "the output passed a size limit",
+    UnknownToolError: "the model named a tool the request did not declare",
+    TurnLimitError: "the model still asked for tools after the last turn allowed",
+    ToolExecutionError: "a tool could not run",
+}
+_SAFE_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 
-    The library's errors carry no values (no arguments, no text), so their message is safe to
-    show; any other exception (a bug, an SDK's error) may hold a URL, a key or user data.
+
+def _safe_code(code: object) -> str | None:
+    """A provider error's code when it is a status or a short name, else ``None``."""
+    if type(code) is int and 0 <= code < 10_000:
+        return str(code)
+    if isinstance(code, str) and _SAFE_CODE.fullmatch(code):
+        return code
+    return None
+
+
+def _default_error_text(error: BaseException) -> str:
+    """What the browser is told of an error: its type and, for ours, a sentence written here.
+
+    Never the error's message: an HTTP error's holds its URL (a key in ``?key=``), a network
+    error's the address, a tool's exception whatever the tool put in it. A ``ProviderError``
+    adds its ``code`` when it is a status or a short name (``503``, ``overloaded_error``).
+
+    >>> _default_error_text(ProviderError("HTTP 403 for https://x.test/?key=secret", code=403))
+    'ProviderError: the provider answered with an error (code 403)'
+    >>> _default_error_text(RuntimeError("postgres://admin:hunter2@db"))
+    "RuntimeError (details are in the server's log)"
     """
-    if isinstance(error, ToolCallStreamError):
-        return str(error) or type(error).__name__
-    return f"{type(error).__name__} (details are in the server's log)"
+    name = type(error).__name__
+    sentence = next((_SAFE_TEXT[t] for t in type(error).__mro__ if t in _SAFE_TEXT), None)
+    if sentence is None:
+        return f"{name} (details are in the server's log)"
+    code = _safe_code(error.code) if isinstance(error, ProviderError) else None
+    return f"{name}: {sentence}" + ("" if code is None else f" (code {code})")
 
 
 # -- the rules, once ----------------------------------------------------------------------
@@ -174,8 +233,14 @@ class _Call:
     name: str
     started: bool = False
     """Its start was sent (AG-UI: the custom event; Vercel: ``tool-input-start``)."""
+    early: bool = False
+    """It was started early (``ToolCallEarly``): AG-UI shows it only as its custom event."""
     complete: bool = False
     """Its whole input was sent."""
+    arguments: str | None = None
+    """The arguments its input showed (``None`` before)."""
+    answered: bool = False
+    """Its output was sent."""
 
 
 @dataclass(slots=True)
@@ -206,6 +271,7 @@ class _Mapper:
         self.awaiting: set[str] = set()
         self.asked_tools = False
         self.counter = 0
+        self.choice = 0  # the choice of the latest event: the agent loop's turns have one
 
     # -- entry points (each returns what to send) --
 
@@ -231,7 +297,11 @@ class _Mapper:
 
     def failed(self, error: Exception) -> list[Part]:
         self.phase = "ended"
-        self.run_error(error, self.error_text(error))
+        message = self.error_text(error)
+        for shown in self.unanswered():
+            shown.answered = True
+            self.taken_back(shown, message)
+        self.run_error(error, message)
         return self.take()
 
     def completed(self) -> list[Part]:
@@ -302,7 +372,10 @@ class _Mapper:
     # -- calls --
 
     def find(self, choice: int, index: int, model_id: str | None) -> _Call | None:
-        """The call an event names: the same id, else the latest at its index without one."""
+        """The call a streaming event names: the same id, else the latest at its index without one.
+
+        Without one: a call whose id came late, or an event sent before its call's id.
+        """
         found = None
         for call in reversed(self.calls):
             if call.choice != choice or call.index != index:
@@ -319,19 +392,58 @@ class _Mapper:
         self.calls.append(call)
         return call
 
-    def of(self, call: ToolCall, choice: int = 0) -> _Call:
-        found = self.find(choice, call.index, call.id)
-        return found if found is not None else self.add(choice, call.index, call.id, call.name)
+    def of(self, call: ToolCall, choice: int) -> _Call:
+        """The call a complete call is, which takes its id (the one its answer will name).
+
+        The same id at its choice and index, else the first there not complete yet (a lenient
+        policy renames a repeated id at commit), else a new one.
+        """
+        same = pending = None
+        for shown in self.calls:
+            if shown.choice != choice or shown.index != call.index:
+                continue
+            if shown.model_id == call.id:
+                same = shown
+            elif pending is None and not (shown.complete or shown.early):
+                pending = shown
+        found = same or pending
+        if found is None:
+            return self.add(choice, call.index, call.id, call.name)
+        found.model_id = call.id
+        return found
+
+    def locate(self, call: ToolCall) -> _Call | None:
+        """The call an agent loop's event names, which says no choice.
+
+        The same index and id, in the turn's choice first; else as a streaming event finds it.
+        """
+        same = [
+            shown for shown in self.calls if (shown.index, shown.model_id) == (call.index, call.id)
+        ]
+        mine = [shown for shown in same if shown.choice == self.choice]
+        if mine or same:
+            return (mine or same)[-1]
+        return self.find(self.choice, call.index, call.id)
 
     def make_available(self, shown: _Call, call: ToolCall) -> None:
         if not shown.complete:
             shown.complete = True
+            shown.arguments = call.arguments
             self.input_available(shown, call)
+        elif (shown.arguments or "").rstrip() != call.arguments.rstrip():
+            # Committed with other arguments than it started early with (final ones won).
+            shown.arguments = call.arguments
+            self.input_changed(shown, call)
+
+    def unanswered(self) -> list[_Call]:
+        """The calls of this stream whose input was shown and that have no output."""
+        return [shown for shown in self.calls if shown.complete and not shown.answered]
 
     # -- the events --
 
     def on_started(self, event: ToolCallStarted) -> None:
         self.enter()
+        self.choice = event.choice_index
         shown = self.add(event.choice_index, event.index, event.id, event.name)
         shown.started = True
         self.call_started(shown)
@@ -357,23 +469,29 @@ class _Mapper:
     def on_text_delta(self, event: TextDelta) -> None:
         if self.phase != "streaming":
             self.enter()
+        self.choice = event.choice_index
         self.streamed.add((event.choice_index, event.kind))
         self.delta(event.choice_index, event.kind, event.text)
 
     def on_committed(self, event: ToolCallCommitted) -> None:
         self.enter()
+        self.choice = event.choice_index
         self.close_segments(event.choice_index)  # the turn validated: its prose is whole
         self.asked_tools = True
         self.make_available(self.of(event.call, event.choice_index), event.call)
 
     def on_early(self, event: ToolCallEarly) -> None:
         self.enter(event.turn)
-        self.make_available(self.of(event.call), event.call)
+        shown = self.locate(event.call) or self.of(event.call, self.choice)
+        shown.model_id = event.call.id
+        if not (shown.early or shown.complete):
+            shown.early = True
+            self.call_early(shown, event.call)
 
     def on_turn_finished(self, event: TurnFinished) -> None:
         self.enter(event.turn)
         turn = event.assistant
-        choice = turn.choice_index
+        choice = self.choice = turn.choice_index
         self.close_segments()
         self.backfill(turn)
         shown = [self.of(call, choice) for call in turn.tool_calls]
@@ -400,11 +518,15 @@ class _Mapper:
 
     def on_finished(self, event: ToolCallFinished) -> None:
         call = event.call
-        shown = self.find(0, call.index, call.id) if self.phase == "dispatch" else None
+        shown = None
+        if self.phase == "dispatch":
+            shown = self.find(self.choice, call.index, call.id)
         if shown is None:
             # A call this run never showed: a resumed turn's, which the client sent back.
-            shown = self.add(0, call.index, call.id, call.name)
+            shown = _Call(self.choice, call.index, call.id, self.held_id(call.id), call.name)
+            self.calls.append(shown)
             self.answered_unseen(shown, call)
+        shown.answered = True
         self.tool_result(shown, event.content, event.error)
         self.awaiting.discard(shown.ui_id)
         if self.phase == "dispatch" and not self.awaiting:
@@ -413,9 +535,13 @@ class _Mapper:
     def on_retracted(self, event: ToolCallRetracted) -> None:
         self.enter(event.turn)
         call = event.call
-        shown = self.find(0, call.index, call.id)
+        shown = self.locate(call)
         ui_id = call.id if shown is None else shown.ui_id
         self.retracted(ui_id, call.name, event.reason, event.cancelled)
+        if shown is not None and self.phase == "over" and shown.complete and not shown.answered:
+            # Its turn is over without running it (a paused turn): no answer comes.
+            shown.answered = True
+            self.taken_back(shown, event.reason)
 
     def on_retried(self, event: TurnRetried) -> None:
         self.enter(event.turn)
@@ -470,6 +596,10 @@ class _Mapper:
     def call_id(self, model_id: str) -> str:
         return model_id
 
+    def held_id(self, model_id: str) -> str:
+        """The id of a call the client holds already (a resumed turn's): the model's own."""
+        return model_id
+
     def call_started(self, call: _Call) -> None:
         raise NotImplementedError
 
@@ -481,6 +611,16 @@ class _Mapper:
 
     def input_available(self, shown: _Call, call: ToolCall) -> None:
         raise NotImplementedError
+
+    def input_changed(self, shown: _Call, call: ToolCall) -> None:
+        """A call shown early was committed with other arguments: its input again."""
+
+    def call_early(self, shown: _Call, call: ToolCall) -> None:
+        """A call complete before its turn (``ToolCallEarly``), its tool starting."""
+        self.make_available(shown, call)
+
+    def taken_back(self, shown: _Call, why: str) -> None:
+        """A call whose input was shown will never be answered."""
 
     def answered_unseen(self, shown: _Call, call: ToolCall) -> None:
         """A call answered that this run never showed: its input first, by default."""
@@ -517,12 +657,17 @@ _HANDLERS: dict[type, Callable[[_Mapper, Any], None]] = {
 
 class _AgUi(_Mapper):
     def __init__(
-        self, thread_id: str, run_id: str, error_text: Callable[[BaseException], str] | None
+        self,
+        thread_id: str,
+        run_id: str,
+        error_text: Callable[[BaseException], str] | None,
+        taken_ids: Collection[str],
     ) -> None:
         super().__init__(run_id, error_text)
         self.thread_id = thread_id
         self.run_id = run_id
-        self.used: dict[str, int] = {}  # model id -> how many calls of the run had it
+        self.used: dict[str, int] = {}  # model id -> the suffix its latest call got
+        self.taken = set(taken_ids)  # every call id the client holds, or this run gave
         self.messages: dict[int, str] = {}  # the assistant message of each choice, this stream
         self.void_messages: list[str] = []
         self.void_calls: list[str] = []
@@ -589,13 +734,28 @@ class _AgUi(_Mapper):
             ]
 
     def call_id(self, model_id: str) -> str:
-        seen = self.used.get(model_id, 0) + 1
+        seen = self.used.get(model_id, 0)
+        while True:
+            seen += 1
+            ui_id = model_id if seen == 1 else f"{model_id}~{seen}"
+            if ui_id not in self.taken:
+                break
         self.used[model_id] = seen
-        # A stand-in id of ours never holds "~", so a suffixed one meets no model id.
-        return model_id if seen == 1 else f"{model_id}~{seen}"
+        self.taken.add(ui_id)
+        return ui_id
+
+    def held_id(self, model_id: str) -> str:
+        self.used.setdefault(model_id, 1)
+        self.taken.add(model_id)
+        return model_id
+
+    def void(self, call: _Call) -> None:
+        """``call`` was named in this stream: a retry lists it as void."""
+        if call.ui_id not in self.void_calls:
+            self.void_calls.append(call.ui_id)
 
     def call_started(self, call: _Call) -> None:
-        self.void_calls.append(call.ui_id)
+        self.void(call)
         self.custom(
             "tool_call_started",
             {
@@ -620,9 +780,15 @@ class _AgUi(_Mapper):
         value = {"toolCallId": call.ui_id, "toolCallName": call.name, **data}
         self.custom(f"tool_call_{kind}", value)
 
+    def call_early(self, shown: _Call, call: ToolCall) -> None:
+        # Not a TOOL_CALL_START: its turn may still fail, and AG-UI cannot take a call back.
+        self.void(shown)
+        given: object = call.parsed_arguments if call.type == "function" else call.arguments
+        value = {"toolCallId": shown.ui_id, "toolCallName": call.name, "input": given}
+        self.custom("tool_call_early", value)
+
     def input_available(self, shown: _Call, call: ToolCall) -> None:
-        if not shown.started:
-            self.void_calls.append(shown.ui_id)
+        self.void(shown)
         self.out += [
             {
                 "type": "TOOL_CALL_START",
@@ -673,6 +839,7 @@ def to_ag_ui(
     thread_id: str | None = None,
     run_id: str | None = None,
     error_text: Callable[[BaseException], str] | None = None,
+    taken_ids: Collection[str] = (),
 ) -> Callable[[Observable[UIEvent]], Observable[dict[str, Any]]]:
     """The events of ``lifecycle()`` or ``agent_loop()`` as AG-UI events, in one subscription.
 
@@ -681,7 +848,7 @@ def to_ag_ui(
     framed by ``RUN_STARTED`` (at subscription) and ``RUN_FINISHED``; each turn is a step
     ``"turn <n>"``; prose is a text message (its assistant message, which also holds the
     turn's calls) or a reasoning message; a call is ``TOOL_CALL_START``, its whole arguments
-    in one ``TOOL_CALL_ARGS``, ``TOOL_CALL_END``, once it is complete, and
+    in one ``TOOL_CALL_ARGS``, ``TOOL_CALL_END``, once its turn committed, and
     ``TOOL_CALL_RESULT`` when its tool answered::
 
         events:  ----started----field---(committed,|)      lifecycle(fields=True)
@@ -691,13 +858,17 @@ def to_ag_ui(
     call's start, arguments and end, s ``STEP_FINISHED``, F ``RUN_FINISHED``.)
 
     What AG-UI has no event for comes as ``CUSTOM`` events named ``rxtoolcalls.…``: a call
-    started, its progress, fields and text, a tool that failed, a call taken back, a turn
-    streamed again (with the ids of the messages and calls it voids). A source error is one
-    ``RUN_ERROR`` (``message`` from ``error_text``, which by default shows only the library's
-    own messages; ``code`` the error's type), then completion; an element that is none of
-    ``UIEvent`` (a raw chunk) is a ``TypeError`` sent to ``on_error``. ``thread_id`` and ``run_id``
-    are those of the client's ``RunAgentInput`` (new ones per subscription when not given);
-    generated ids start with the run id. Mapping tables: the manual's "UI protocols" page.
+    started, its progress, fields and text, a call whose tool started early (with its whole
+    input: AG-UI cannot take back a call its turn then fails), a tool that failed, a call
+    taken back, a turn streamed again (with the ids of the messages and calls it voids). A
+    source error is one ``RUN_ERROR`` (``message`` from ``error_text``, by default only the
+    error's type and a sentence the library wrote, never the error's own text: pass
+    ``error_text=str`` for it; ``code`` the error's type), then completion; an element that is
+    none of ``UIEvent`` (a raw chunk) is a ``TypeError`` sent to ``on_error``. ``thread_id``
+    and ``run_id`` are those of the client's ``RunAgentInput`` (new ones per subscription when
+    not given); generated ids start with the run id. ``taken_ids``: the call ids the client
+    holds (its messages' ``toolCalls``); a model id among them gets a suffix (``call_0~2``), as
+    one repeated within the run does. Mapping tables: the manual's "UI protocols" page.
 
     >>> import reactivex
     >>> from reactivex import operators as ops
@@ -724,6 +895,7 @@ def to_ag_ui(
             thread_id if thread_id is not None else f"thread_{uuid.uuid4().hex}",
             run_id if run_id is not None else f"run_{uuid.uuid4().hex}",
             error_text,
+            taken_ids,
         )
 
     return _operator(make)
@@ -739,6 +911,7 @@ class _UiMessages(_Mapper):
         super().__init__(message_id, error_text)
         self.message_id = message_id
         self.dynamic = dynamic
+        self.used: dict[str, int] = {}  # model id -> how many calls of this step had it
 
     def tool(self, part: Part) -> Part:
         if self.dynamic:
@@ -764,6 +937,9 @@ class _UiMessages(_Mapper):
     def step_started(self, turn: int) -> None:
         self.out.append({"type": "start-step"})
 
+    def stream_started(self) -> None:
+        self.used = {}
+
     def step_finished(self, turn: int) -> None:
         self.out.append({"type": "finish-step"})
 
@@ -775,6 +951,13 @@ class _UiMessages(_Mapper):
 
     def segment_closed(self, segment: _Segment) -> None:
         self.out.append({"type": f"{segment.kind}-end", "id": segment.id})
+
+    def call_id(self, model_id: str) -> str:
+        # The client finds a call by id in its step: two calls of one step (two choices, an
+        # id a lenient policy renames at commit) must not share one.
+        seen = self.used.get(model_id, 0) + 1
+        self.used[model_id] = seen
+        return model_id if seen == 1 else f"{model_id}~{seen}"
 
     def call_started(self, call: _Call) -> None:
         part = {"type": "tool-input-start", "toolCallId": call.ui_id, "toolName": call.name}
@@ -802,6 +985,17 @@ class _UiMessages(_Mapper):
             "toolCallId": shown.ui_id,
             "toolName": call.name,
             "input": given,
+        }
+        self.out.append(self.tool(part))
+
+    def input_changed(self, shown: _Call, call: ToolCall) -> None:
+        self.input_available(shown, call)  # the client updates the part's input
+
+    def taken_back(self, shown: _Call, why: str) -> None:
+        part = {
+            "type": "tool-output-error",
+            "toolCallId": shown.ui_id,
+            "errorText": f"taken back: {why}",
         }
         self.out.append(self.tool(part))
 
@@ -851,9 +1045,11 @@ def to_ui_message_stream(
     Fields, argument text, progress, retractions and retries come as transient data parts
     ``data-rxtoolcalls-…`` (``useChat``'s ``onData`` sees them; they stay out of the
     message). A retried turn is a ``reset-step``: the client drops the step's parts. A source
-    error is an ``error`` part (``errorText`` from ``error_text``, which by default shows only
-    the library's own messages), then ``finish`` with ``finishReason: "error"``; an element
-    that is none of ``UIEvent`` (a raw chunk) is a ``TypeError`` sent to ``on_error``.
+    error is an ``error`` part (``errorText`` from ``error_text``, by default only the error's
+    type and a sentence the library wrote: pass ``error_text=str`` for its own text), then
+    ``finish`` with ``finishReason: "error"``; before it, each call whose input was shown and
+    that has no output gets ``tool-output-error`` ("taken back: …"). An element that is none
+    of ``UIEvent`` (a raw chunk) is a ``TypeError`` sent to ``on_error``.
     ``dynamic=True`` marks tool parts ``dynamic`` (``dynamic-tool`` parts in the client, for
     tools it does not declare). Mapping tables: the manual's "UI protocols" page.
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from rxtoolcalls.ui import (
     ui_message_sse,
 )
 from rxtoolcalls.wires import names
-from tests.helpers import extra
+from tests.helpers import call_open, content, extra, finish
 from tests.test_agent_early import Gated, Tool, Until, asking, cut_after_first
 from tests.test_agent_wires import prose, said
 from tests.wire_builders import case, pieces
@@ -231,6 +231,7 @@ CUSTOM_NAMES = {
     f"rxtoolcalls.{name}"
     for name in (
         "tool_call_started",
+        "tool_call_early",
         "tool_call_progress",
         "tool_call_field",
         "tool_call_text",
@@ -247,8 +248,9 @@ def check_ag_ui(events: Sequence[Event]) -> None:
     RUN_STARTED first; nothing after RUN_FINISHED or RUN_ERROR; messages, reasoning, calls and
     steps opened and closed in pairs; none open at RUN_FINISHED. Stricter than the client: a
     call id starts once in the run (its reducer would add the arguments of a second start to
-    the first's), its arguments come in exactly one TOOL_CALL_ARGS holding a JSON object, and
-    a result follows the call's end.
+    the first's), its arguments come in exactly one TOOL_CALL_ARGS holding a JSON object, a
+    result follows the call's end, and no call of a stream a retry voids was ever started (the
+    client could not drop it: it would stay in the thread, complete and unanswered).
     """
     assert events[0]["type"] == "RUN_STARTED"
     assert events[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")
@@ -310,6 +312,7 @@ def check_ag_ui(events: Sequence[Event]) -> None:
             value = event["value"]
             if event["name"] == "rxtoolcalls.turn_retried":
                 assert set(value["messageIds"]) | set(value["toolCallIds"]) <= shown
+                assert not set(value["toolCallIds"]) & started, "a void call was opened"
             elif "toolCallId" in value:
                 shown.add(value["toolCallId"])
                 if "parentMessageId" in value:
@@ -398,8 +401,9 @@ def check_ui_message_stream(parts: Sequence[Event]) -> None:
     ``start`` first and ``finish`` last; steps neither nested nor left open; a text or
     reasoning delta or end only for a part started and not ended, in the current step (a
     ``finish-step`` or ``reset-step`` forgets them); a tool output only for a call whose input
-    was available; after an ``error`` only the ``finish``. Unless the stream failed, every
-    started call got its input (or was reset) and every text ended: nothing looks unfinished.
+    was available; after an ``error`` only the ``finish``, and no call left available without
+    an output (the client would keep it, waiting). Unless the stream failed, every started call
+    got its input (or was reset) and every text ended: nothing looks unfinished.
     """
     for part in parts:
         check_part(part)
@@ -463,6 +467,7 @@ def check_ui_message_stream(parts: Sequence[Event]) -> None:
     finish = parts[-1]
     if failed:
         assert finish["finishReason"] == "error"
+        assert available <= answered, f"left waiting for an answer: {available - answered}"
     else:
         assert finish["finishReason"] in ("stop", "tool-calls")
         assert not in_step
@@ -646,9 +651,10 @@ def test_a_failed_turn_leaves_what_it_opened_open_and_ends_with_the_protocols_er
         "CUSTOM",  # its text so far, as text (never a value)
         "RUN_ERROR",
     ]
+    cut_off = "TruncatedToolCallError: a tool call was cut off"
     assert events_ag_ui[-1] == {
         "type": "RUN_ERROR",
-        "message": str(error),
+        "message": cut_off,
         "code": "TruncatedToolCallError",
     }
     parts = ui_parts(events, error)
@@ -663,7 +669,7 @@ def test_a_failed_turn_leaves_what_it_opened_open_and_ends_with_the_protocols_er
         "finish",
     ]
     assert parts[-2:] == [
-        {"type": "error", "errorText": str(error)},
+        {"type": "error", "errorText": cut_off},
         {"type": "finish", "finishReason": "error"},
     ]
 
@@ -674,7 +680,7 @@ def test_a_retried_turn_voids_its_failed_stream() -> None:
     events_ag_ui = ag_ui(events, error)
     kinds = [e["type"] if e["type"] != "CUSTOM" else e["name"] for e in events_ag_ui]
     retry = kinds.index("rxtoolcalls.turn_retried")
-    # The early call was complete, so it exists; the cut one (fetch) never does.
+    # Neither call exists: the early one is only its custom event, its turn not committed.
     assert kinds[:retry] == [
         "RUN_STARTED",
         "STEP_STARTED",
@@ -684,17 +690,20 @@ def test_a_retried_turn_voids_its_failed_stream() -> None:
         "rxtoolcalls.tool_call_field",
         "rxtoolcalls.tool_call_field",
         "rxtoolcalls.tool_call_started",
-        "TOOL_CALL_START",
-        "TOOL_CALL_ARGS",
-        "TOOL_CALL_END",
+        "rxtoolcalls.tool_call_early",
         "rxtoolcalls.tool_call_retracted",
         "TEXT_MESSAGE_END",
     ]
+    assert events_ag_ui[kinds.index("rxtoolcalls.tool_call_early")]["value"] == {
+        "toolCallId": "call_s",
+        "toolCallName": "search",
+        "input": {"q": "oslo"},
+    }
     assert events_ag_ui[retry]["value"] == {
         "turn": 1,
         "attempt": 1,
         "code": "StreamInterruptedError",
-        "message": str(next(e for e in events if isinstance(e, rt.TurnRetried)).error),
+        "message": "StreamInterruptedError: the stream ended before the turn was complete",
         "messageIds": ["r.msg1"],
         "toolCallIds": ["call_s", "call_f"],
     }
@@ -720,6 +729,160 @@ def test_a_retried_turn_voids_its_failed_stream() -> None:
             "toolCallId": "call_f",
             "errorText": "ValueError: no route to https://a.test/",
         },
+    ]
+
+
+# -- calls started early, and calls a failure takes back ------------------------------------------
+
+TAKEN_BACK = "taken back: "
+
+
+def early_then_failed(wire: str) -> tuple[list[Any], Exception | None]:
+    """An early call's tool answered, then its stream is cut, and the turn is not retried."""
+    ledger: dict[str, str | None] = {}
+    answered = Until(lambda: "3 hits" in ledger.values())
+    script = Gated(cut_after_first(wire), asking(wire), prose(wire), gates={0: answered}, hold=0)
+    loop = rt.agent_loop(
+        script,
+        {"search": Tool("3 hits"), "fetch": Tool("x")},
+        said(wire),
+        early={"search"},
+        backoff=0,
+        retries=0,
+        ledger=ledger,
+        fields=True,
+        text=True,
+    )
+    return notes_of(loop)
+
+
+@pytest.mark.parametrize("wire", names())
+def test_an_early_call_of_a_turn_that_then_fails_is_never_opened_on_ag_ui(wire: str) -> None:
+    events, error = early_then_failed(wire)
+    assert isinstance(error, rt.StreamInterruptedError)
+    assert any(isinstance(e, rt.ToolCallEarly) for e in events)
+    events_ag_ui = ag_ui(events, error)
+    check_ag_ui(events_ag_ui)
+    # Its client keeps every TOOL_CALL_START in the thread: the call would stay, unanswered.
+    assert not [e for e in events_ag_ui if e["type"].startswith("TOOL_CALL")]
+    [early] = [e["value"] for e in events_ag_ui if e.get("name") == "rxtoolcalls.tool_call_early"]
+    assert early == {"toolCallId": "call_s", "toolCallName": "search", "input": {"q": "oslo"}}
+
+
+@pytest.mark.parametrize("wire", names())
+def test_an_early_call_of_a_turn_that_then_fails_is_taken_back_on_vercel(wire: str) -> None:
+    events, error = early_then_failed(wire)
+    parts = ui_parts(events, error)
+    check_ui_message_stream(parts)
+    kinds = [p["type"] for p in parts]
+    # Shown as running (useChat's input-available), then answered as taken back: never waiting.
+    assert "tool-input-available" in kinds
+    assert parts[-3:] == [
+        {
+            "type": "tool-output-error",
+            "toolCallId": "call_s",
+            "errorText": TAKEN_BACK
+            + "StreamInterruptedError: the stream ended before the turn was complete",
+        },
+        {
+            "type": "error",
+            "errorText": "StreamInterruptedError: the stream ended before the turn was complete",
+        },
+        {"type": "finish", "finishReason": "error"},
+    ]
+
+
+def committed_then_failed(wire: str, kind: str) -> tuple[list[Any], Exception | None]:
+    """A turn that committed two calls, then the loop fails: the turn limit, or a tool raising."""
+    script = Gated(case(wire).turn(["Looking."], CALLS), prose(wire), gates={})
+    if kind == "max_turns":
+        tools: dict[str, Callable[..., Any]] = {"search": Tool("3 hits"), "fetch": Tool("x")}
+        loop = rt.agent_loop(script, tools, said(wire), max_turns=1, fields=True, text=True)
+    else:
+        tools = {"search": Tool("3 hits"), "fetch": fetch}
+        loop = rt.agent_loop(script, tools, said(wire), tool_errors="raise", text=True)
+    return notes_of(loop)
+
+
+@pytest.mark.parametrize("kind", ["max_turns", "raise"])
+@pytest.mark.parametrize("wire", names())
+def test_calls_shown_and_never_answered_are_taken_back_before_the_error(
+    wire: str, kind: str
+) -> None:
+    events, error = committed_then_failed(wire, kind)
+    expected = rt.TurnLimitError if kind == "max_turns" else rt.ToolExecutionError
+    assert isinstance(error, expected)
+    check_both(events, error)
+    parts = ui_parts(events, error)
+    shown = [p["toolCallId"] for p in parts if p["type"] == "tool-input-available"]
+    assert shown == ["call_s", "call_f"]
+    outputs = [p for p in parts if p["type"].startswith("tool-output")]
+    assert {p["toolCallId"] for p in outputs} == {"call_s", "call_f"}
+    error_at = [p["type"] for p in parts].index("error")
+    assert all(parts.index(p) < error_at for p in outputs)
+    taken = [p for p in outputs if p["type"] == "tool-output-error"]
+    assert taken
+    assert all(p["errorText"].startswith(TAKEN_BACK + expected.__name__) for p in taken)
+
+
+@pytest.mark.parametrize("wire", names())
+def test_every_cut_of_a_turn_with_an_early_call_keeps_both_protocols_rules(wire: str) -> None:
+    body = case(wire).turn(["Looking."], CALLS, end=False)
+    for at in range(len(body) + 1):
+        for retries in (0, 1):
+            script = Gated(body[:at], asking(wire), prose(wire), gates={})
+            loop = rt.agent_loop(
+                script,
+                {"search": Tool("3 hits"), "fetch": fetch},
+                said(wire),
+                early={"search"},
+                backoff=0,
+                retries=retries,
+                fields=True,
+                text=True,
+            )
+            events, error = notes_of(loop)
+            check_both(events, error)
+
+
+def test_an_early_call_committed_with_other_arguments_shows_the_committed_ones() -> None:
+    # A lenient policy lets the final arguments win: the tool runs again with them.
+    early = rt.ToolCall(0, "call_s", "search", '{"q": "oslo"}', {"q": "oslo"})
+    final = rt.ToolCall(0, "call_s", "search", '{"q": "bergen"}', {"q": "bergen"})
+    turn = rt.AssistantTurn(tool_calls=(final,), finish_reason="tool_calls", wire="chat")
+    events = [
+        rt.ToolCallStarted(0, "call_s", "search", 1),
+        rt.ToolCallEarly(1, early),
+        rt.TurnFinished(1, turn),
+        rt.ToolCallRetracted(1, early, "its arguments changed after it started"),
+        rt.ToolCallFinished(final, "hits in Bergen"),
+    ]
+    check_both(events, None)
+    [args] = [e for e in ag_ui(events) if e["type"] == "TOOL_CALL_ARGS"]
+    assert args["delta"] == '{"q": "bergen"}'
+    parts = ui_parts(events)
+    inputs = [p["input"] for p in parts if p["type"] == "tool-input-available"]
+    assert inputs == [{"q": "oslo"}, {"q": "bergen"}]  # the client updates the part's input
+
+
+def test_an_early_call_of_a_paused_turn_is_taken_back_at_once_on_vercel() -> None:
+    call = rt.ToolCall(0, "toolu_s", "search", '{"q": "oslo"}', {"q": "oslo"})
+    paused = rt.AssistantTurn(tool_calls=(call,), finish_reason="pause_turn", wire="anthropic")
+    assert paused.needs_continuation
+    answer = rt.AssistantTurn(content="Oslo.", finish_reason="end_turn", wire="anthropic")
+    why = "the provider paused the turn; it goes on streaming"
+    events = [
+        rt.ToolCallStarted(0, "toolu_s", "search", 1),
+        rt.ToolCallEarly(1, call),
+        rt.TurnFinished(1, paused),
+        rt.ToolCallRetracted(1, call, why),
+        rt.TurnFinished(2, answer),
+    ]
+    parts = ui_parts(events)
+    check_ui_message_stream(parts)
+    outputs = [p for p in parts if p["type"].startswith("tool-output")]
+    assert outputs == [
+        {"type": "tool-output-error", "toolCallId": "toolu_s", "errorText": TAKEN_BACK + why}
     ]
 
 
@@ -785,6 +948,138 @@ def test_a_call_named_before_its_id_keeps_one_stand_in_to_its_answer() -> None:
     assert len(parts) == 5  # start, 2 fields, available, output
 
 
+def ag_ui_run(events: Iterable[Any], run_id: str, taken_ids: Iterable[str] = ()) -> list[Event]:
+    return run(events, to_ag_ui(thread_id="t", run_id=run_id, taken_ids=set(taken_ids)))
+
+
+def test_ids_the_client_holds_from_earlier_runs_are_not_given_again() -> None:
+    # A provider that numbers its calls from call_0 in every request: run 2 of one thread.
+    events, error = lifecycle_of([content("ok"), call_open(0, "call_0", "get", "{}"), finish()])
+    assert error is None
+
+    def started(taken: Iterable[str]) -> list[str]:
+        found = ag_ui_run(events, "run2", taken)
+        check_ag_ui(found)
+        ids = [e["toolCallId"] for e in found if e["type"].startswith("TOOL_CALL")]
+        customs = [e["value"]["toolCallId"] for e in found if e["type"] == "CUSTOM"]
+        assert set(customs) == set(ids)
+        return sorted(set(ids))
+
+    assert started(()) == ["call_0"]
+    assert started(["call_0", "u1"]) == ["call_0~2"]
+    assert started(["call_0", "call_0~2"]) == ["call_0~3"]
+
+
+def test_a_resumed_turns_answer_names_the_call_the_client_holds() -> None:
+    held = rt.ToolCall(0, "call_a", "f", "{}", {})
+    turn = rt.AssistantTurn(tool_calls=(held,), finish_reason="tool_calls", wire="chat")
+    events = [rt.ToolCallFinished(held, "ok"), rt.TurnFinished(2, turn)]
+    found = ag_ui_run(events, "r", ["call_a"])
+    check_ag_ui([e for e in found if e["type"] != "TOOL_CALL_RESULT"])
+    assert [(e["type"], e["toolCallId"]) for e in found if "toolCallId" in e] == [
+        ("TOOL_CALL_RESULT", "call_a"),  # the client's own call
+        ("TOOL_CALL_START", "call_a~2"),  # a new call reusing its id
+        ("TOOL_CALL_ARGS", "call_a~2"),
+        ("TOOL_CALL_END", "call_a~2"),
+    ]
+
+
+def choice_one(delta: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"index": 1, "delta": delta}
+    if reason is not None:
+        entry["finish_reason"] = reason
+    return {"choices": [entry]}
+
+
+@pytest.mark.parametrize("early", [None, {"search"}], ids=["late", "early"])
+def test_a_single_choice_numbered_1_is_the_turns_choice(early: set[str] | None) -> None:
+    function = {"name": "search", "arguments": '{"q": "oslo"}'}
+    asked = [
+        choice_one({"content": "Looking."}),
+        choice_one({"tool_calls": [{"index": 0, "id": "call_s", "function": function}]}),
+        choice_one({}, "tool_calls"),
+    ]
+    script = Gated(asked, [choice_one({"content": "Done."}, "stop")], gates={})
+    loop = rt.agent_loop(
+        script, {"search": Tool("3 hits")}, said("chat"), early=early, fields=True, text=True
+    )
+    events, error = notes_of(loop)
+    assert error is None
+    assert any(isinstance(e, rt.TurnFinished) and e.assistant.choice_index == 1 for e in events)
+    check_both(events, error)
+    named = [(e["type"], e["toolCallId"]) for e in ag_ui(events) if "toolCallId" in e]
+    assert named == [
+        ("TOOL_CALL_START", "call_s"),
+        ("TOOL_CALL_ARGS", "call_s"),
+        ("TOOL_CALL_END", "call_s"),
+        ("TOOL_CALL_RESULT", "call_s"),
+    ]
+    parts = [(p["type"], p["toolCallId"]) for p in ui_parts(events) if "toolCallId" in p]
+    assert parts == [
+        ("tool-input-start", "call_s"),
+        ("tool-input-available", "call_s"),
+        ("tool-output-available", "call_s"),
+    ]
+
+
+def two_calls_one_id(wire: str) -> list[Any]:
+    token = [("same", "read", pieces('{"token": "a"}')), ("same", "read", pieces('{"token": "b"}'))]
+    return case(wire).turn((), token)
+
+
+@pytest.mark.parametrize("wire", ["chat", "anthropic"])
+def test_calls_sharing_an_id_renamed_at_commit_are_the_calls_that_started(wire: str) -> None:
+    # The lenient policy renames the second "same" to "same_1" when the turn commits.
+    operator = rt.lifecycle(rt.LENIENT, fields=True, text=True)
+    events, error = notes_of(reactivex.from_iterable(two_calls_one_id(wire)).pipe(operator))
+    assert error is None
+    assert [e.call.id for e in events if isinstance(e, rt.ToolCallCommitted)] == ["same", "same_1"]
+    check_both(events, error)
+    events_ag_ui = ag_ui(events)
+    assert [(e["toolCallId"], e["delta"]) for e in events_ag_ui if "delta" in e] == [
+        ("same", '{"token": "a"}'),
+        ("same~2", '{"token": "b"}'),
+    ]
+    customs = {e["value"]["toolCallId"] for e in events_ag_ui if e["type"] == "CUSTOM"}
+    assert customs == {"same", "same~2"}
+    parts = ui_parts(events)
+    assert [(p["type"], p["toolCallId"], p.get("input")) for p in parts if "toolCallId" in p] == [
+        ("tool-input-start", "same", None),
+        ("tool-input-start", "same~2", None),
+        ("tool-input-available", "same", {"token": "a"}),
+        ("tool-input-available", "same~2", {"token": "b"}),
+    ]
+
+
+def test_the_answer_to_a_call_renamed_at_commit_reaches_the_call_that_started() -> None:
+    script = Gated(two_calls_one_id("chat"), prose("chat"), gates={})
+    tools = {"read": lambda token: f"read {token}"}
+    loop = rt.agent_loop(script, tools, said("chat"), policy="lenient", fields=True, text=True)
+    events, error = notes_of(loop)
+    assert error is None
+    check_both(events, error)
+    results = [(e["toolCallId"], e["content"]) for e in ag_ui(events) if "content" in e]
+    assert results == [("same", "read a"), ("same~2", "read b")]
+    outputs = [(p["toolCallId"], p["output"]) for p in ui_parts(events) if "output" in p]
+    assert outputs == [("same", "read a"), ("same~2", "read b")]
+
+
+def test_two_choices_with_one_id_are_two_calls_in_both_protocols() -> None:
+    chunks = [
+        call_open(0, "x", "f", "{}", choice_index=0),
+        call_open(0, "x", "f", '{"a": 1}', choice_index=1),
+        finish("tool_calls", index=0),
+        finish("tool_calls", index=1),
+    ]
+    events, error = lifecycle_of(chunks)
+    assert error is None
+    check_both(events, error)
+    starts = [e["toolCallId"] for e in ag_ui(events) if e["type"] == "TOOL_CALL_START"]
+    assert starts == ["x", "x~2"]
+    given = [(p["toolCallId"], p["input"]) for p in ui_parts(events) if "input" in p]
+    assert given == [("x", {}), ("x~2", {"a": 1})]
+
+
 def test_a_custom_tools_free_form_input_is_its_text() -> None:
     call = rt.ToolCall(0, "call_p", "apply_patch", "*** Begin Patch", {}, type="custom")
     events = [rt.ToolCallCommitted(call)]
@@ -839,6 +1134,97 @@ def test_another_exceptions_details_stay_on_the_server_unless_error_text_says() 
     }
     shown = run([], to_ui_message_stream(error_text=lambda e: f"oops: {e}"), secret)
     assert shown[-2] == {"type": "error", "errorText": "oops: https://key:s3cret@proxy.test"}
+
+
+SECRET = "AIzaSECRETKEY123"
+URL = (
+    f"https://generativelanguage.googleapis.com/v1beta/models/m:streamGenerateContent?key={SECRET}"
+)
+
+
+class HTTPStatusError(Exception):
+    """An HTTP client's status error (httpx's, say): its message holds the request's URL."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"Server error '{status}' for url '{URL}'")
+        self.status_code = status
+
+
+def everything_said(events: Iterable[Any], error: Exception | None) -> str:
+    return json.dumps([*ag_ui(events, error), *ui_parts(events, error)])
+
+
+@pytest.mark.parametrize("status", [403, 503])
+def test_an_http_errors_url_never_reaches_the_browser(status: int) -> None:
+    def open_stream(messages: list[dict[str, Any]]) -> Any:
+        raise HTTPStatusError(status)
+
+    loop = rt.agent_loop(open_stream, {}, said("gemini"), backoff=0, retries=1)
+    events, error = notes_of(loop)
+    assert isinstance(error, rt.ProviderError)
+    assert SECRET in str(error)  # the library's message quotes the HTTP client's
+    assert SECRET not in everything_said(events, error)
+    safe = f"ProviderError: the provider answered with an error (code {status})"
+    assert ag_ui(events, error)[-1]["message"] == safe
+    assert ui_parts(events, error)[-2] == {"type": "error", "errorText": safe}
+    if status == 503:  # retried first: the retry says the same, no more
+        [retried] = [e for e in ag_ui(events, error) if e.get("name") == "rxtoolcalls.turn_retried"]
+        assert retried["value"]["message"] == safe
+        [data] = [p["data"] for p in ui_parts(events, error) if "data" in p]
+        assert data["message"] == safe
+
+
+def test_a_network_errors_text_never_reaches_the_browser() -> None:
+    def chunks() -> Iterator[dict[str, Any]]:
+        yield content("Hi")
+        raise ConnectionError(f"Read timed out. url: {URL}")
+
+    events, error = notes_of(reactivex.from_iterable(chunks()).pipe(rt.lifecycle(text=True)))
+    assert isinstance(error, rt.StreamInterruptedError)
+    assert SECRET in str(error)
+    assert SECRET not in everything_said(events, error)
+
+
+def test_a_tools_exception_never_reaches_the_browser_as_the_runs_error() -> None:
+    def search(q: str) -> str:
+        raise RuntimeError("could not connect to postgres://admin:hunter2@db.internal/prod")
+
+    script = Gated(case("chat").turn(["x"], CALLS), prose("chat"), gates={})
+    tools: dict[str, Callable[..., Any]] = {"search": search, "fetch": Tool("ok")}
+    loop = rt.agent_loop(script, tools, said("chat"), tool_errors="raise")
+    events, error = notes_of(loop)
+    assert isinstance(error, rt.ToolExecutionError)
+    assert "hunter2" in str(error)
+    assert "hunter2" not in everything_said(events, error)
+    assert ag_ui(events, error)[-1]["message"] == "ToolExecutionError: a tool could not run"
+
+
+def test_the_default_error_text_is_a_type_a_sentence_of_ours_and_a_short_code() -> None:
+    class Cut(rt.StreamInterruptedError):
+        pass
+
+    def said_of(error: Exception) -> str:
+        [*_, failure] = ag_ui([], error)
+        message: str = failure["message"]
+        return message
+
+    provider = "ProviderError: the provider answered with an error"
+    assert said_of(rt.ProviderError("x", code=429)) == f"{provider} (code 429)"
+    assert said_of(rt.ProviderError("x", code="overloaded_error")) == (
+        f"{provider} (code overloaded_error)"
+    )
+    assert said_of(rt.ProviderError("x", code=f"see {URL}")) == provider
+    assert said_of(rt.ProviderError("x", code={"key": SECRET})) == provider
+    assert said_of(Cut("x")) == "Cut: the stream ended before the turn was complete"
+    assert said_of(rt.ToolCallStreamError("x")) == (
+        "ToolCallStreamError: the tool-call stream failed"
+    )
+
+
+def test_error_text_str_shows_the_whole_message() -> None:
+    error = rt.ProviderError(f"the provider answered HTTP 403: {URL}", code=403)
+    [*_, failure] = run([], to_ag_ui(error_text=str), error)
+    assert failure["message"] == str(error)
 
 
 # -- encoders and headers -------------------------------------------------------------------------
@@ -925,8 +1311,9 @@ def test_a_source_error_is_the_protocols_error_then_completion(protocol: str) ->
     )
     observer = scheduler.start(lambda: source.pipe(OPERATORS[protocol]()))
     assert timeline(observer.messages)[-2:] == [(220, "N"), (220, "C")]
+    said = "StreamInterruptedError: the stream ended before the turn was complete"
     assert value_of(observer.messages[-2]) in (
-        {"type": "RUN_ERROR", "message": "cut", "code": "StreamInterruptedError"},
+        {"type": "RUN_ERROR", "message": said, "code": "StreamInterruptedError"},
         {"type": "finish", "finishReason": "error"},
     )
     assert source.subscriptions == [subscribe(200, 220)]

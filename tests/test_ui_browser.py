@@ -20,15 +20,23 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import rxtoolcalls as rt
+from rxtoolcalls._serve_ui import page as the_page
+from rxtoolcalls.ui import ag_ui_sse, to_ag_ui
+from tests.test_agent_early import Gated, Tool, asking, cut_after_first
+from tests.test_agent_wires import prose, said
+from tests.test_ui import fetch, notes_of, run
 
 pytestmark = [
     # One worker runs them all: one install, one browser at a time.
@@ -158,6 +166,70 @@ def serving(*arguments: str) -> Iterator[str]:
     finally:
         process.terminate()
         process.communicate(timeout=10)
+
+
+@contextmanager
+def serving_events(events: list[dict[str, Any]]) -> Iterator[str]:
+    """The page at /ui, and ``events`` at /ui/events as one SSE body: the page's address."""
+    body = b"".join(ag_ui_sse(event) for event in events)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/ui":
+                kind, data = "text/html; charset=utf-8", the_page()
+            elif self.path == "/ui/events":
+                kind, data = "text/event-stream", body
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("content-type", kind)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet."""
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/ui"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def early_run(fail: bool) -> list[dict[str, Any]]:
+    """An agent run's AG-UI events whose search tool starts early; ``fail``: its turn is cut."""
+    first = cut_after_first("chat") if fail else asking("chat")
+    script = Gated(first, prose("chat"), gates={})
+    loop = rt.agent_loop(
+        script,
+        {"search": Tool("3 hits"), "fetch": fetch},
+        said("chat"),
+        early={"search"},
+        retries=0,
+        fields=True,
+        text=True,
+    )
+    events, error = notes_of(loop)
+    assert (error is None) is not fail
+    return run(events, to_ag_ui(thread_id="t", run_id="r"), error)
+
+
+def position(events: list[dict[str, Any]], kind: str, call: str = "call_s") -> int:
+    """The count the page holds once the first event ``kind`` of ``call`` arrived."""
+    for at, event in enumerate(events, 1):
+        value = event.get("value", {})
+        if kind in (event["type"], event.get("name")) and call in (
+            event.get("toolCallId"),
+            value.get("toolCallId"),
+        ):
+            return at
+    raise AssertionError(f"no {kind} for {call}")
 
 
 def cut_demo(directory: Path, chunks: int = 9) -> Path:
@@ -327,6 +399,39 @@ def test_a_retried_turn_takes_its_calls_back_and_the_retry_completes(
     assert again.attrs["data-state"] == "done"
     assert first.number("data-seen-at") < again.number("data-seen-at")
     assert [card.attrs["data-state"] for card in page.calls("get_stock_price")] == ["done"]
+
+
+def test_a_call_started_early_runs_before_its_turn_commits(chromium: str) -> None:
+    events = early_run(fail=False)
+    with serving_events(events) as url:
+        page = dump_dom(chromium, url)
+    assert page.body.attrs["data-run"] == "done"
+    [card] = page.calls("search")
+    # Running from its custom event on, though TOOL_CALL_START comes only at the commit.
+    running = card.number("data-ended-at")
+    assert running == position(events, "rxtoolcalls.tool_call_early")
+    assert running < position(events, "TOOL_CALL_START") < card.number("data-result-at")
+    assert card.attrs["data-state"] == "done"
+    assert [
+        (dt.all_text(), dd.all_text())
+        for dt, dd in zip(card.find("dt"), card.find("dd"), strict=True)
+    ] == [("q", "oslo")]
+    [fetched] = page.calls("fetch")
+    assert fetched.number("data-ended-at") == position(events, "TOOL_CALL_END", "call_f")
+
+
+def test_a_call_started_early_whose_turn_fails_is_taken_back_not_done(chromium: str) -> None:
+    events = early_run(fail=True)
+    assert not [e for e in events if e["type"].startswith("TOOL_CALL")]
+    with serving_events(events) as url:
+        page = dump_dom(chromium, url)
+    assert page.body.attrs["data-run"] == "error"
+    assert "hidden" not in page.alert().attrs
+    [card] = page.calls("search")
+    assert card.number("data-ended-at") == position(events, "rxtoolcalls.tool_call_early")
+    assert card.attrs["data-state"] == "retracted"
+    assert not card.find("output")
+    assert not page.root.find("article", data_state="done")
 
 
 def test_the_screenshot_is_drawn(chromium: str, tmp_path: Path) -> None:
