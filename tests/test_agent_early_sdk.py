@@ -24,7 +24,8 @@ from rxtoolcalls.__main__ import main
 from rxtoolcalls.serve import ReplayServer
 from rxtoolcalls.wires import names
 from tests.bedrock_helpers import aws  # noqa: F401 - a fixture, used by name
-from tests.helpers import extra, settle
+from tests.helpers import extra, open_sockets, settle
+from tests.test_agent_early import Hanging
 from tests.test_cli_chat_wires import EXTRA, SDK, _url
 from tests.wire_builders import case, pieces
 
@@ -180,21 +181,12 @@ def test_dispose_during_an_early_tool_over_http_cancels_it_and_sends_no_request(
     turn = [chat_chunk(c) for c in case("chat").turn(["Looking."], CALLS)]
     # The stream stalls before its finish: the loop is disposed while search runs.
     stalls = {0: [0.0] * (len(turn) - 1) + [WAIT]}
-    log: list[str] = []
+    before = open_sockets()
     with ReplayServer([turn], delays=stalls) as server:
 
         async def go() -> None:
             client = openai.AsyncOpenAI(api_key="x", base_url=server.base_url, max_retries=0)
-            started = asyncio.Event()
-
-            async def search(q: str) -> str:
-                started.set()
-                try:
-                    await asyncio.sleep(WAIT)
-                except asyncio.CancelledError:
-                    log.append("cancelled")
-                    raise
-                return "never"
+            search = Hanging()
 
             def open_stream(messages: list[Any]) -> Any:
                 return client.chat.completions.create(model="m", messages=messages, stream=True)
@@ -203,25 +195,26 @@ def test_dispose_during_an_early_tool_over_http_cancels_it_and_sends_no_request(
             subscription = (
                 rt.agent_loop(
                     open_stream,
-                    {"search": search, "fetch": Runs.fetch},
+                    {"search": search, "fetch": Runs().fetch},
                     USER["chat"],
                     early={"search"},
                 )
                 .pipe(ops.do_action(seen.append))
                 .subscribe()
             )
-            await asyncio.wait_for(started.wait(), WAIT)
+            await asyncio.wait_for(search.started.wait(), WAIT)
             subscription.dispose()
-            for _ in range(50):
-                if log:
-                    break
-                await asyncio.sleep(0.01)
+            await asyncio.wait_for(search.cancelled.wait(), WAIT)
             await client.close()
             assert [type(e).__name__ for e in seen][-1] == "ToolCallEarly"
 
+        threads = threading.active_count()
         asyncio.run(go())
-        assert log == ["cancelled"]
+        # The stream's connection is closed (the server sees it leave), and no thread is left.
+        assert settle(lambda: server.disconnects == 1, WAIT)
         assert len(server.requests) == 1
+        assert settle(lambda: threading.active_count() <= threads, WAIT)
+    assert settle(lambda: open_sockets() <= before, WAIT)
 
 
 # -- the ceiling, raised on every wire through its SDK -------------------------------------
