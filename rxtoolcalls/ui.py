@@ -257,13 +257,16 @@ class _Mapper:
 
     ``feed`` takes one event and returns what to send; so do ``opened`` (at subscription),
     ``failed`` (the source's error) and ``completed``. A protocol renders through the hooks.
+    ``base`` is the run's id (AG-UI ``runId``) or the message's (Vercel ``messageId``);
+    generated ids start with it.
     """
 
     def __init__(self, base: str, error_text: Callable[[BaseException], str] | None) -> None:
         self.base = base
         self.error_text = error_text or _default_error_text
         self.out: list[Part] = []
-        self.phase = "idle"  # idle | streaming | dispatch (tools running) | over (step closed)
+        # idle | streaming | dispatch (tools running) | over (step closed) | ended (run over)
+        self.phase = "idle"
         self.turn = 0
         self.calls: list[_Call] = []
         self.segments: dict[int, _Segment] = {}
@@ -272,6 +275,8 @@ class _Mapper:
         self.asked_tools = False
         self.counter = 0
         self.choice = 0  # the choice of the latest event: the agent loop's turns have one
+        self.taken: set[str] = set()  # the call ids no new call may get (see ``unique_id``)
+        self.used: dict[str, int] = {}  # model id -> the suffix its latest call got
 
     # -- entry points (each returns what to send) --
 
@@ -349,6 +354,23 @@ class _Mapper:
         self.counter += 1
         return f"{self.base}.{kind}{self.counter}"
 
+    def unique_id(self, model_id: str) -> str:
+        """The id a call the model named ``model_id`` gets: its own, else ``<id>~<n>``.
+
+        The first of ``model_id``, ``model_id~2``, … not in ``taken``, which then holds it. What
+        ``taken`` spans is the protocol's: AG-UI's the thread (the run and ``taken_ids``),
+        Vercel's the step (it starts empty with each stream).
+        """
+        seen = self.used.get(model_id, 0)
+        while True:
+            seen += 1
+            ui_id = model_id if seen == 1 else f"{model_id}~{seen}"
+            if ui_id not in self.taken:
+                break
+        self.used[model_id] = seen
+        self.taken.add(ui_id)
+        return ui_id
+
     # -- prose --
 
     def delta(self, choice: int, kind: str, text: str) -> None:
@@ -387,7 +409,7 @@ class _Mapper:
         return found
 
     def add(self, choice: int, index: int, model_id: str | None, name: str) -> _Call:
-        ui_id = self.new_id("call") if model_id is None else self.call_id(model_id)
+        ui_id = self.new_id("call") if model_id is None else self.unique_id(model_id)
         call = _Call(choice, index, model_id, ui_id, name)
         self.calls.append(call)
         return call
@@ -452,23 +474,25 @@ class _Mapper:
         self.enter()
         shown = self.find(event.choice_index, event.index, event.id)
         if shown is not None:
-            self.call_progress(shown, event.characters, event.fragments)
+            progress = {"characters": event.characters, "fragments": event.fragments}
+            self.call_data(shown.ui_id, shown.name, "progress", progress)
 
     def on_field(self, event: ToolCallField) -> None:
         self.enter()
         shown = self.find(event.choice_index, event.index, event.id)
         if shown is not None:
-            self.call_data(shown, "field", {"path": list(event.path), "value": event.value})
+            field = {"path": list(event.path), "value": event.value}
+            self.call_data(shown.ui_id, shown.name, "field", field)
 
     def on_text(self, event: ToolCallText) -> None:
         self.enter()
         shown = self.find(event.choice_index, event.index, event.id)
         if shown is not None:
-            self.call_data(shown, "text", {"path": list(event.path), "text": event.text})
+            text = {"path": list(event.path), "text": event.text}
+            self.call_data(shown.ui_id, shown.name, "text", text)
 
     def on_text_delta(self, event: TextDelta) -> None:
-        if self.phase != "streaming":
-            self.enter()
+        self.enter()
         self.choice = event.choice_index
         self.streamed.add((event.choice_index, event.kind))
         self.delta(event.choice_index, event.kind, event.text)
@@ -537,7 +561,8 @@ class _Mapper:
         call = event.call
         shown = self.locate(call)
         ui_id = call.id if shown is None else shown.ui_id
-        self.retracted(ui_id, call.name, event.reason, event.cancelled)
+        retracted = {"reason": event.reason, "cancelled": event.cancelled}
+        self.call_data(ui_id, call.name, "retracted", retracted)
         if shown is not None and self.phase == "over" and shown.complete and not shown.answered:
             # Its turn is over without running it (a paused turn): no answer comes.
             shown.answered = True
@@ -593,9 +618,6 @@ class _Mapper:
     def segment_closed(self, segment: _Segment) -> None:
         raise NotImplementedError
 
-    def call_id(self, model_id: str) -> str:
-        return model_id
-
     def held_id(self, model_id: str) -> str:
         """The id of a call the client holds already (a resumed turn's): the model's own."""
         return model_id
@@ -603,11 +625,16 @@ class _Mapper:
     def call_started(self, call: _Call) -> None:
         raise NotImplementedError
 
-    def call_progress(self, call: _Call, characters: int, fragments: int) -> None:
+    call_prefix = ""
+    """What a call's extension is named before its kind (AG-UI ``tool_call_progress``)."""
+
+    def extension(self, name: str, value: dict[str, Any]) -> None:
+        """What the protocol has no part for, as its extension named ``rxtoolcalls…<name>``."""
         raise NotImplementedError
 
-    def call_data(self, call: _Call, kind: str, data: dict[str, Any]) -> None:
-        raise NotImplementedError
+    def call_data(self, ui_id: str, name: str, kind: str, data: dict[str, Any]) -> None:
+        """News of one call (its progress, a field, its retraction…) as an extension."""
+        self.extension(self.call_prefix + kind, {"toolCallId": ui_id, "toolCallName": name, **data})
 
     def input_available(self, shown: _Call, call: ToolCall) -> None:
         raise NotImplementedError
@@ -627,9 +654,6 @@ class _Mapper:
         self.make_available(shown, call)
 
     def tool_result(self, call: _Call, content: str, error: Exception | None) -> None:
-        raise NotImplementedError
-
-    def retracted(self, ui_id: str, name: str, reason: str, cancelled: bool) -> None:
         raise NotImplementedError
 
     def turn_retried(self, retry: dict[str, Any]) -> None:
@@ -665,14 +689,14 @@ class _AgUi(_Mapper):
     ) -> None:
         super().__init__(run_id, error_text)
         self.thread_id = thread_id
-        self.run_id = run_id
-        self.used: dict[str, int] = {}  # model id -> the suffix its latest call got
         self.taken = set(taken_ids)  # every call id the client holds, or this run gave
         self.messages: dict[int, str] = {}  # the assistant message of each choice, this stream
         self.void_messages: list[str] = []
         self.void_calls: list[str] = []
 
-    def custom(self, name: str, value: dict[str, Any]) -> None:
+    call_prefix = "tool_call_"
+
+    def extension(self, name: str, value: dict[str, Any]) -> None:
         self.out.append({"type": "CUSTOM", "name": f"rxtoolcalls.{name}", "value": value})
 
     def message_id(self, choice: int) -> str:
@@ -683,10 +707,10 @@ class _AgUi(_Mapper):
         return found
 
     def run_started(self) -> None:
-        self.out.append({"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id})
+        self.out.append({"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.base})
 
     def run_finished(self) -> None:
-        self.out.append({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id})
+        self.out.append({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.base})
 
     def run_error(self, error: Exception, message: str) -> None:
         self.out.append({"type": "RUN_ERROR", "message": message, "code": type(error).__name__})
@@ -733,17 +757,6 @@ class _AgUi(_Mapper):
                 {"type": "REASONING_END", "messageId": segment.id},
             ]
 
-    def call_id(self, model_id: str) -> str:
-        seen = self.used.get(model_id, 0)
-        while True:
-            seen += 1
-            ui_id = model_id if seen == 1 else f"{model_id}~{seen}"
-            if ui_id not in self.taken:
-                break
-        self.used[model_id] = seen
-        self.taken.add(ui_id)
-        return ui_id
-
     def held_id(self, model_id: str) -> str:
         self.used.setdefault(model_id, 1)
         self.taken.add(model_id)
@@ -756,36 +769,14 @@ class _AgUi(_Mapper):
 
     def call_started(self, call: _Call) -> None:
         self.void(call)
-        self.custom(
-            "tool_call_started",
-            {
-                "toolCallId": call.ui_id,
-                "toolCallName": call.name,
-                "parentMessageId": self.message_id(call.choice),
-            },
-        )
-
-    def call_progress(self, call: _Call, characters: int, fragments: int) -> None:
-        self.custom(
-            "tool_call_progress",
-            {
-                "toolCallId": call.ui_id,
-                "toolCallName": call.name,
-                "characters": characters,
-                "fragments": fragments,
-            },
-        )
-
-    def call_data(self, call: _Call, kind: str, data: dict[str, Any]) -> None:
-        value = {"toolCallId": call.ui_id, "toolCallName": call.name, **data}
-        self.custom(f"tool_call_{kind}", value)
+        parent = {"parentMessageId": self.message_id(call.choice)}
+        self.call_data(call.ui_id, call.name, "started", parent)
 
     def call_early(self, shown: _Call, call: ToolCall) -> None:
         # Not a TOOL_CALL_START: its turn may still fail, and AG-UI cannot take a call back.
         self.void(shown)
         given: object = call.parsed_arguments if call.type == "function" else call.arguments
-        value = {"toolCallId": shown.ui_id, "toolCallName": call.name, "input": given}
-        self.custom("tool_call_early", value)
+        self.call_data(shown.ui_id, call.name, "early", {"input": given})
 
     def input_available(self, shown: _Call, call: ToolCall) -> None:
         self.void(shown)
@@ -816,22 +807,13 @@ class _AgUi(_Mapper):
             }
         )
         if error is not None:
-            self.custom(
-                "tool_call_failed",
-                {"toolCallId": call.ui_id, "toolCallName": call.name, "code": type(error).__name__},
-            )
-
-    def retracted(self, ui_id: str, name: str, reason: str, cancelled: bool) -> None:
-        self.custom(
-            "tool_call_retracted",
-            {"toolCallId": ui_id, "toolCallName": name, "reason": reason, "cancelled": cancelled},
-        )
+            self.call_data(call.ui_id, call.name, "failed", {"code": type(error).__name__})
 
     def turn_retried(self, retry: dict[str, Any]) -> None:
         self.close_segments()
         retry["messageIds"] = list(self.void_messages)
         retry["toolCallIds"] = list(self.void_calls)
-        self.custom("turn_retried", retry)
+        self.extension("turn_retried", retry)
 
 
 def to_ag_ui(
@@ -909,20 +891,18 @@ class _UiMessages(_Mapper):
         self, message_id: str, dynamic: bool, error_text: Callable[[BaseException], str] | None
     ) -> None:
         super().__init__(message_id, error_text)
-        self.message_id = message_id
         self.dynamic = dynamic
-        self.used: dict[str, int] = {}  # model id -> how many calls of this step had it
 
     def tool(self, part: Part) -> Part:
         if self.dynamic:
             part["dynamic"] = True
         return part
 
-    def data(self, name: str, data: dict[str, Any]) -> None:
-        self.out.append({"type": f"data-rxtoolcalls-{name}", "data": data, "transient": True})
+    def extension(self, name: str, value: dict[str, Any]) -> None:
+        self.out.append({"type": f"data-rxtoolcalls-{name}", "data": value, "transient": True})
 
     def run_started(self) -> None:
-        self.out.append({"type": "start", "messageId": self.message_id})
+        self.out.append({"type": "start", "messageId": self.base})
 
     def run_finished(self) -> None:
         reason = "tool-calls" if self.asked_tools else "stop"
@@ -938,6 +918,9 @@ class _UiMessages(_Mapper):
         self.out.append({"type": "start-step"})
 
     def stream_started(self) -> None:
+        # The client finds a call by id in its step: two calls of one step (two choices, an
+        # id a lenient policy renames at commit) must not share one.
+        self.taken = set()
         self.used = {}
 
     def step_finished(self, turn: int) -> None:
@@ -952,30 +935,9 @@ class _UiMessages(_Mapper):
     def segment_closed(self, segment: _Segment) -> None:
         self.out.append({"type": f"{segment.kind}-end", "id": segment.id})
 
-    def call_id(self, model_id: str) -> str:
-        # The client finds a call by id in its step: two calls of one step (two choices, an
-        # id a lenient policy renames at commit) must not share one.
-        seen = self.used.get(model_id, 0) + 1
-        self.used[model_id] = seen
-        return model_id if seen == 1 else f"{model_id}~{seen}"
-
     def call_started(self, call: _Call) -> None:
         part = {"type": "tool-input-start", "toolCallId": call.ui_id, "toolName": call.name}
         self.out.append(self.tool(part))
-
-    def call_progress(self, call: _Call, characters: int, fragments: int) -> None:
-        self.data(
-            "progress",
-            {
-                "toolCallId": call.ui_id,
-                "toolCallName": call.name,
-                "characters": characters,
-                "fragments": fragments,
-            },
-        )
-
-    def call_data(self, call: _Call, kind: str, data: dict[str, Any]) -> None:
-        self.data(kind, {"toolCallId": call.ui_id, "toolCallName": call.name, **data})
 
     def input_available(self, shown: _Call, call: ToolCall) -> None:
         # A free-form (custom tool) input is its text; JSON arguments are their object.
@@ -1006,16 +968,9 @@ class _UiMessages(_Mapper):
             part = {"type": "tool-output-error", "toolCallId": call.ui_id, "errorText": content}
         self.out.append(self.tool(part))
 
-    def retracted(self, ui_id: str, name: str, reason: str, cancelled: bool) -> None:
-        self.data(
-            "retracted",
-            {"toolCallId": ui_id, "toolCallName": name, "reason": reason, "cancelled": cancelled},
-        )
-
     def turn_retried(self, retry: dict[str, Any]) -> None:
         # The client drops the step's parts, its open text and its partial calls: none is ended.
-        self.segments = {}
-        self.data("turn-retried", retry)
+        self.extension("turn-retried", retry)
         self.out.append({"type": "reset-step"})
 
 

@@ -1022,6 +1022,27 @@ def test_a_single_choice_numbered_1_is_the_turns_choice(early: set[str] | None) 
     ]
 
 
+def test_a_suffixed_id_never_takes_one_the_model_sent_in_the_same_step() -> None:
+    # Choice 0 sends "a" and "a~2"; choice 1 sends "a" again: its suffix must skip "a~2".
+    def call(choice: int, index: int, call_id: str, name: str) -> Event:
+        function = {"name": name, "arguments": "{}"}
+        delta = {"tool_calls": [{"index": index, "id": call_id, "function": function}]}
+        return {"choices": [{"index": choice, "delta": delta}]}
+
+    chunks = [call(0, 0, "a", "f"), call(0, 1, "a~2", "g"), call(1, 0, "a", "h")] + [
+        {"choices": [{"index": choice, "delta": {}, "finish_reason": "tool_calls"}]}
+        for choice in (0, 1)
+    ]
+    events, error = notes_of(reactivex.from_iterable(chunks).pipe(rt.lifecycle()))
+    assert error is None
+    want = [("a", "f"), ("a~2", "g"), ("a~3", "h")]
+    parts = ui_parts(events)
+    for kind in ("tool-input-start", "tool-input-available"):
+        assert [(p["toolCallId"], p["toolName"]) for p in parts if p["type"] == kind] == want
+    starts = [e for e in ag_ui(events) if e["type"] == "TOOL_CALL_START"]
+    assert [(e["toolCallId"], e["toolCallName"]) for e in starts] == want
+
+
 def two_calls_one_id(wire: str) -> list[Any]:
     token = [("same", "read", pieces('{"token": "a"}')), ("same", "read", pieces('{"token": "b"}'))]
     return case(wire).turn((), token)
