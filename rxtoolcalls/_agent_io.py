@@ -27,7 +27,7 @@ from ._errors import (
     provider_error,
 )
 from ._lift import interrupted
-from ._types import ToolCall
+from ._types import ToolCall, call_input
 from .sources import (
     _close,
     _openai_response_kind,
@@ -333,14 +333,15 @@ def run_tool(
                 observer.on_completed()  # not run: the caller decides what answers it
                 return
             try:
-                if call.type == "custom":
+                given = call_input(call)
+                if isinstance(given, str):
                     # Free-form input (a Responses custom tool): the text itself, unparsed.
-                    result = tool(call.arguments)
+                    result = tool(given)
                 else:
-                    problem = schema_problem(tool, call.parsed_arguments)
+                    problem = schema_problem(tool, given)
                     if problem is not None:
                         raise ValueError(problem)
-                    result = tool(**call.parsed_arguments)
+                    result = tool(**given)
             except Exception as error:  # noqa: BLE001 - the tool's failure, reported
                 observer.on_error(error)
                 return

@@ -155,6 +155,15 @@ class ToolCall:
         }
 
 
+def call_input(call: ToolCall) -> str | dict[str, Any]:
+    """What ``call`` gives its tool: a custom call its text, a function call its parsed object.
+
+    A custom (free-form, Responses custom tool) call's text is never parsed. Not public: the
+    UI mappings, the agent loop and the timeline share the rule.
+    """
+    return call.arguments if call.type == "custom" else call.parsed_arguments
+
+
 @documented_state
 @dataclass(frozen=True, slots=True)
 class AssistantTurn:

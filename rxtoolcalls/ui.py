@@ -74,6 +74,7 @@ from ._types import (
     ToolCallStarted,
     ToolCallText,
     _finite,
+    call_input,
 )
 from .agent import (
     Conversation,
@@ -775,8 +776,7 @@ class _AgUi(_Mapper):
     def call_early(self, shown: _Call, call: ToolCall) -> None:
         # Not a TOOL_CALL_START: its turn may still fail, and AG-UI cannot take a call back.
         self.void(shown)
-        given: object = call.parsed_arguments if call.type == "function" else call.arguments
-        self.call_data(shown.ui_id, call.name, "early", {"input": given})
+        self.call_data(shown.ui_id, call.name, "early", {"input": call_input(call)})
 
     def input_available(self, shown: _Call, call: ToolCall) -> None:
         self.void(shown)
@@ -940,13 +940,11 @@ class _UiMessages(_Mapper):
         self.out.append(self.tool(part))
 
     def input_available(self, shown: _Call, call: ToolCall) -> None:
-        # A free-form (custom tool) input is its text; JSON arguments are their object.
-        given: object = call.parsed_arguments if call.type == "function" else call.arguments
         part = {
             "type": "tool-input-available",
             "toolCallId": shown.ui_id,
             "toolName": call.name,
-            "input": given,
+            "input": call_input(call),
         }
         self.out.append(self.tool(part))
 

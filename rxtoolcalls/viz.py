@@ -32,7 +32,7 @@ from ._errors import ToolCallStreamError
 from ._fields import CallFields, FieldPath, OnField
 from ._policy import Policy
 from ._reader import reader as TurnReader
-from ._types import ToolCall, documented_state
+from ._types import ToolCall, call_input, documented_state
 from .agent import (
     AgentEvent,
     Conversation,
@@ -466,9 +466,10 @@ class _Timing:
         """Whether the agent loop called the tool with ``call``'s arguments."""
         if call.name != self.name:
             return False
-        if call.type == "custom":
-            return self.args == (call.arguments,) and not self.kwargs
-        return not self.args and self.kwargs == call.parsed_arguments
+        given = call_input(call)
+        if isinstance(given, str):
+            return self.args == (given,) and not self.kwargs
+        return not self.args and self.kwargs == given
 
 
 class _Announced(NamedTuple):
