@@ -762,14 +762,12 @@ def _load_tools(
                     },
                 }
             )
+    from ._serve_ui import echo_tool
+
     for tool in declared:
         name = tool["function"]["name"]
         if name not in functions:
-
-            def echo(_name: str = name, **arguments: Any) -> str:
-                return json.dumps({"tool": _name, "arguments": arguments})
-
-            functions[name] = echo
+            functions[name] = echo_tool(name)
     return declared, functions
 
 
@@ -882,7 +880,8 @@ def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     unknown = sorted(set(args.early or ()) - set(functions))
     if unknown:
         raise _UsageError(
-            f"chat --early {_one_line(unknown[0])[:64]}: no --tool of that name is loaded"
+            f"chat --early {_one_line(unknown[0])[:64]}: no tool of that name is loaded "
+            "(from --tools or --python)"
         )
     turns: dict[int, int] = {}
 

@@ -26,7 +26,7 @@ from ._types import ToolCallStarted
 from .operators import lifecycle
 from .wires import lookup
 
-__all__ = ["BACKOFF", "RETRIES", "Replay", "echo_tools", "page", "run_events"]
+__all__ = ["BACKOFF", "RETRIES", "Replay", "echo_tool", "echo_tools", "page", "run_events"]
 
 RETRIES = 2
 """Times a turn whose stream failed is streamed again (from the next recording)."""
@@ -63,35 +63,33 @@ def echo_tools(
     tools = dict(given or {})
     for name in dict.fromkeys(n for recording in recordings for n in _called(recording)):
         if name not in tools:
-
-            def echo(_name: str = name, **arguments: Any) -> str:
-                return json.dumps({"tool": _name, "arguments": arguments})
-
-            tools[name] = echo
+            tools[name] = echo_tool(name)
     return tools
 
 
+def echo_tool(name: str) -> Callable[..., str]:
+    """A stub for tool ``name``: it answers ``{"tool": name, "arguments": {...}}``."""
+
+    def echo(**arguments: Any) -> str:
+        return json.dumps({"tool": name, "arguments": arguments})
+
+    return echo
+
+
+Plan = Callable[[int], tuple[int, Sequence[dict[str, Any]], Sequence[float], int]]
+"""A request number's recording index, chunks, pause after each chunk and chunks sent."""
+
+
 class Replay:
-    """The recordings one run streams, in the server's order, pace and cuts.
+    """The recordings one run streams, as ``plan`` (the server's) says for each request.
 
     ``open_stream(messages)`` is the loop's: each call is the next request, numbered from 0.
     """
 
-    def __init__(
-        self,
-        recordings: Sequence[Sequence[dict[str, Any]]],
-        *,
-        delay: float,
-        delays: Mapping[int, float | Sequence[float]],
-        cut: Mapping[int, int],
-        loop: bool,
-        scheduler: abc.SchedulerBase,
-    ) -> None:
+    def __init__(self, plan: Plan, recordings: int, scheduler: abc.SchedulerBase) -> None:
+        self.plan = plan
         self.recordings = recordings
-        self.delay = delay
-        self.delays = delays
-        self.cut = cut
-        self.loop = loop
+        """How many recordings there are: a run has at most one turn per recording."""
         self.scheduler = scheduler
         self.requests = 0
 
@@ -99,24 +97,17 @@ class Replay:
         """The next recording, paced; ``messages`` and ``max_tokens`` do not change it."""
         number = self.requests
         self.requests += 1
-        count = len(self.recordings)
-        chunks = self.recordings[number % count if self.loop else min(number, count - 1)]
-        pace = self.delays.get(number, self.delay)
-        pauses = [
-            (pace[i] if i < len(pace) else self.delay) if isinstance(pace, Sequence) else pace
-            for i in range(len(chunks))
-        ]
-        return _paced(chunks, pauses, self.cut.get(number), self.scheduler)
+        _, chunks, pauses, shown = self.plan(number)
+        return _paced(chunks, pauses, shown, self.scheduler)
 
 
 def _paced(
     chunks: Sequence[dict[str, Any]],
     pauses: Sequence[float],
-    stop_after: int | None,
+    shown: int,
     scheduler: abc.SchedulerBase,
 ) -> Observable[dict[str, Any]]:
-    """``chunks`` one at a time, ``pauses[i]`` after the i-th; dropped after ``stop_after``."""
-    shown = len(chunks) if stop_after is None else min(stop_after, len(chunks))
+    """``chunks`` one at a time, ``pauses[i]`` after the i-th; dropped after ``shown``."""
 
     def subscribe(
         observer: abc.ObserverBase[dict[str, Any]], _: abc.SchedulerBase | None = None
@@ -166,7 +157,7 @@ def run_events(
         messages,
         fields=True,
         text=True,
-        max_turns=max(1, len(replay.recordings)),
+        max_turns=max(1, replay.recordings),
         retries=RETRIES,
         backoff=BACKOFF,
         scheduler=replay.scheduler,

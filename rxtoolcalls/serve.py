@@ -233,7 +233,8 @@ class ReplayServer:
     from its own request 0, and without moving the HTTP routes' count on. Its tools are
     ``tools`` (names to callables, as ``agent_loop`` takes them), and an echo stub for every
     other name the recordings call; a turn is retried twice; a run has at most one turn per
-    recording. A client that leaves disposes its run: no stream, tool or thread is left.
+    recording. A client that leaves, or ``stop()``, disposes its run: its stream, scheduler
+    and connection end, but a tool already running finishes on its thread, its answer dropped.
 
     >>> with ReplayServer([[{"choices": []}]]) as server:
     ...     server.base_url.startswith("http://127.0.0.1:")
@@ -291,6 +292,8 @@ class ReplayServer:
         self.cut = dict(cut or {})
         self.loop = loop
         self.ui = ui
+        # The wire of the page's run: the first a recording shows.
+        self._run_wire = next((w for w in self.wires if w is not None), None)
         self.tools: dict[str, Callable[..., Any]] = {}
         """The page's tools (``ui=True``): those given, and echo stubs for the others."""
         if ui:
@@ -307,6 +310,7 @@ class ReplayServer:
         self._log_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._serving = False
+        self._stopping = threading.Event()  # set by stop(): a page's run ends its stream
         server = self
         read_timeout = timeout
         models = list(dict.fromkeys(str(r[0].get("model", "replay")) for r in self.recordings))
@@ -433,17 +437,9 @@ class ReplayServer:
                 from .ui import AG_UI_HEADERS
 
                 scheduler = EventLoopScheduler()
-                replay = Replay(
-                    server.recordings,
-                    delay=server.delay,
-                    delays=server.delays,
-                    cut=server.cut,
-                    loop=server.loop,
-                    scheduler=scheduler,
-                )
-                wire = next((w for w in server.wires if w is not None), None)
+                replay = Replay(server._plan, len(server.recordings), scheduler)
                 try:
-                    run = run_events(replay, server.tools, wire)
+                    run = run_events(replay, server.tools, server._run_wire)
                 except Exception as error:  # noqa: BLE001 - no run to show: one log line
                     scheduler.dispose()
                     self.fail(500, f"the agent run cannot start: {type(error).__name__}: {error}")
@@ -473,6 +469,9 @@ class ReplayServer:
                         try:
                             event = events.get(timeout=_POLL)
                         except queue.Empty:
+                            if server._stopping.is_set():
+                                self.note(f"the server stopped after {sent} events (its run too)")
+                                break
                             if not self.pause(0):
                                 raise ConnectionResetError from None  # the client left
                             continue
@@ -491,9 +490,10 @@ class ReplayServer:
                     if subscription is not None:
                         subscription.dispose()
                     scheduler.dispose()
-                for failure in failures[:1]:
+                if failures:
                     self.note(
-                        f"the run failed after {sent} events: {type(failure).__name__}: {failure}"
+                        f"the run failed after {sent} events: "
+                        f"{type(failures[0]).__name__}: {failures[0]}"
                     )
 
             def read_body(self) -> bytes | None:
@@ -550,9 +550,7 @@ class ReplayServer:
                     number = server._answered
                     server._answered += 1
                     server.requests.append(request)
-                count = len(server.recordings)
-                which = number % count if server.loop else min(number, count - 1)
-                chunks = server.recordings[which]
+                which, chunks, pauses, shown = server._plan(number)
                 wire = server.wires[which]
                 serves = route.serves or spec.name
                 if wire is not None and wire != serves:
@@ -565,8 +563,7 @@ class ReplayServer:
                 self.detail = f"recording {which + 1}/{len(server.recordings)}"
                 streamed = request.get("stream") is True if route.streams is None else route.streams
                 if streamed:
-                    delay = server.delays.get(number, server.delay)
-                    self.stream(chunks, server.cut.get(number), route, delay)
+                    self.stream(chunks, shown, route, pauses)
                 else:
                     self.complete(chunks, lookup(serves))
 
@@ -643,11 +640,10 @@ class ReplayServer:
             def stream(
                 self,
                 chunks: list[dict[str, Any]],
-                stop_after: int | None,
+                shown: int,
                 route: Route,
-                delay: float | Sequence[float],
+                pauses: Sequence[float],
             ) -> None:
-                shown = len(chunks) if stop_after is None else min(stop_after, len(chunks))
                 frames = self.frames(chunks[:shown], route)
                 if frames is None:
                     return
@@ -669,11 +665,7 @@ class ReplayServer:
                     for data in frames:
                         self.wfile.write(_http_chunk(data) if chunked else data)
                         self.wfile.flush()
-                        pause = (
-                            delay
-                            if not isinstance(delay, Sequence)
-                            else (delay[sent] if sent < len(delay) else server.delay)
-                        )
+                        pause = pauses[sent]
                         sent += 1
                         if pause and not self.pause(pause):
                             raise ConnectionResetError  # the client left during the pause
@@ -694,6 +686,24 @@ class ReplayServer:
                     raise
 
         self._httpd = _Listener(("127.0.0.1", port), Handler)
+
+    def _plan(self, number: int) -> tuple[int, list[dict[str, Any]], list[float], int]:
+        """What request ``number`` streams, over HTTP as in the page's run.
+
+        The index of its recording, that recording's chunks, the pause after each chunk, and
+        how many chunks are sent before the stream ends (fewer than all: it is dropped there).
+        """
+        count = len(self.recordings)
+        which = number % count if self.loop else min(number, count - 1)
+        chunks = self.recordings[which]
+        pace = self.delays.get(number, self.delay)
+        pauses = [
+            (pace[i] if i < len(pace) else self.delay) if isinstance(pace, Sequence) else pace
+            for i in range(len(chunks))
+        ]
+        stop_after = self.cut.get(number)
+        shown = len(chunks) if stop_after is None else min(stop_after, len(chunks))
+        return which, chunks, pauses, shown
 
     def reset(self) -> None:
         """Start over: the next request gets the first recording, as request number 0."""
@@ -722,7 +732,12 @@ class ReplayServer:
         return self
 
     def stop(self) -> None:
-        """Stop serving and free the port; returns at once if it never served."""
+        """Stop serving and free the port; returns at once if it never served.
+
+        A page's run still streaming (``GET /ui/events``) is disposed and its connection
+        closed within a poll interval (a tool already running finishes on its thread).
+        """
+        self._stopping.set()
         if self._serving:
             self._httpd.shutdown()  # waits for serve_forever, which only a started server runs
             self._serving = False

@@ -259,7 +259,7 @@ def test_chat_ceiling_flags_misused_are_one_line(capsys: pytest.CaptureFixture[s
     for extra_args, says in [
         (["--max-tokens-limit", "100"], "give --max-tokens"),
         (["--max-tokens", "200", "--max-tokens-limit", "100"], "below the ceiling"),
-        (["--early", "nope"], "no --tool of that name"),
+        (["--early", "nope"], "no tool of that name is loaded (from --tools or --python)"),
     ]:
         assert main([*base, *extra_args], out=io.StringIO()) == 2
         err = capsys.readouterr().err

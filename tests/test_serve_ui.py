@@ -18,7 +18,7 @@ import rxtoolcalls as rt
 from rxtoolcalls.__main__ import main
 from rxtoolcalls.serve import ReplayServer
 
-from .helpers import settle
+from .helpers import open_sockets, settle
 
 DEMO: list[dict[str, Any]] = rt.from_jsonl(rt.sources.demo_path()).pipe(ops.to_list()).run()
 ANSWER: list[dict[str, Any]] = [
@@ -90,7 +90,18 @@ def test_tools_need_ui() -> None:
 def test_a_run_streams_its_calls_results_and_answer_as_ag_ui_events() -> None:
     with ReplayServer([DEMO, ANSWER], ui=True) as server:
         events = run_of(server)
-        assert server.requests == []  # the page's run did not move the HTTP routes on
+        # The page's run did not move the HTTP routes on: their request 0 gets recording 1.
+        asked = urllib.request.Request(
+            f"{server.base_url}/chat/completions",
+            data=json.dumps({"model": "gpt-4o", "messages": []}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(asked, timeout=30) as reply:
+            message = json.load(reply)["choices"][0]["message"]
+        assert [c["function"]["name"] for c in message["tool_calls"]] == [
+            "GetWeatherArgs",
+            "get_stock_price",
+        ]
     order = kinds(events)
     assert order[0] == "RUN_STARTED"
     assert order[-1] == "RUN_FINISHED"
@@ -192,6 +203,31 @@ def test_a_client_that_leaves_stops_its_run() -> None:
         assert settle(lambda: set(threading.enumerate()) <= before)
     assert ran == []  # the turn never finished: its tool never ran
     assert any("the client closed the connection after" in line for line in lines), lines
+
+
+def test_stop_ends_a_run_whose_client_is_still_connected() -> None:
+    threads, sockets = threading.active_count(), open_sockets()
+    lines: list[str] = []
+    server = ReplayServer([DEMO], ui=True, delays={0: [0.0, 0.0, 60.0]}, log=lines.append)
+    server.start()
+    port = int(server.root_url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"GET /ui/events HTTP/1.1\r\nHost: x\r\n\r\n")
+        reader = s.makefile("rb")
+        while b"RUN_STARTED" not in reader.readline():
+            pass
+        client = open_sockets() - sockets  # the client's end, and the server's two
+        server.stop()
+        # The request's thread, the run's scheduler and the server's sockets are gone while
+        # the client still holds its end, which reads the end of the stream.
+        assert settle(lambda: threading.active_count() == threads)
+        assert settle(lambda: len(open_sockets() - sockets) == 1), client
+        s.settimeout(5)
+        while reader.readline():
+            pass
+        reader.close()
+    assert settle(lambda: open_sockets() <= sockets)
+    assert any("the server stopped after" in line for line in lines), lines
 
 
 def test_serve_python_without_ui_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
