@@ -137,14 +137,21 @@ def _json(value: object) -> str:
         return json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _sse(value: object) -> bytes:
+    r"""``data: {json}`` and a blank line, in UTF-8; a lone surrogate as its ``\uXXXX`` escape.
+
+    JSON allows ``"\ud800"``, UTF-8 does not; the escape decodes to the same code unit, and two
+    halves of a pair escaped side by side decode to their character, as ``JSON.parse`` reads
+    them. Everything else stays readable UTF-8.
+    """
     text = f"data: {_json(value)}\n\n"
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        # A lone surrogate (JSON allows "\ud800", UTF-8 does not): written as an escape.
-        data = json.dumps(json.loads(text[6:]), separators=(",", ":"))
-        return f"data: {data}\n\n".encode()
+        return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text).encode()
 
 
 def ag_ui_sse(event: Mapping[str, Any]) -> bytes:

@@ -1268,6 +1268,18 @@ def test_encoders_write_what_json_cannot_hold_as_javascript_would() -> None:
     assert json.loads(line[6:]) == {"type": "data-x", "data": {"r": None, "s": "\ud800"}}
 
 
+def test_a_lone_surrogate_is_escaped_and_the_rest_stays_readable_utf8() -> None:
+    # A delta cut inside a pair: its high half alone, next to prose that is not ASCII.
+    event = {"type": "TEXT_MESSAGE_CONTENT", "delta": "Zürich \ud83c"}
+    line = ag_ui_sse(event)
+    assert line == 'data: {"type":"TEXT_MESSAGE_CONTENT","delta":"Zürich \\ud83c"}\n\n'.encode()
+    assert json.loads(line[6:]) == event
+    # Both halves in one string (as Python holds them apart): JSON.parse joins them.
+    line = ui_message_sse({"type": "text-delta", "id": "t", "delta": "\ud83c\udf27 é"})
+    assert line == 'data: {"type":"text-delta","id":"t","delta":"\\ud83c\\udf27 é"}\n\n'.encode()
+    assert json.loads(line[6:])["delta"] == "🌧 é"
+
+
 def test_headers_are_the_protocols() -> None:
     # packages/ai/src/ui-message-stream/ui-message-stream-headers.ts (ai 7.0.77)
     assert dict(UI_MESSAGE_STREAM_HEADERS) == {
