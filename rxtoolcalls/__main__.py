@@ -619,10 +619,15 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not chunks:
             raise _UsageError(f"{path} holds no chunks: nothing to serve")
         recordings.append(chunks)
+    run_recordings = None
     if args.demo and args.ui:
-        # The page's run needs a turn that answers after the tools: a made-up one, bundled.
+        # The page's run needs a turn that answers after the tools: a made-up one, bundled,
+        # for the page only (the HTTP routes serve the demo alone).
         answer = resources.files("rxtoolcalls").joinpath("data/ui/demo-answer.jsonl")
-        recordings.append(list(read_jsonl(answer.read_text(encoding="utf-8").splitlines())))
+        run_recordings = [
+            *recordings,
+            list(read_jsonl(answer.read_text(encoding="utf-8").splitlines())),
+        ]
     try:
         server = ReplayServer(
             recordings,
@@ -632,6 +637,7 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             log=lambda line: _log(line, err),
             ui=args.ui,
             tools=tools if args.ui else None,
+            ui_recordings=run_recordings,
         )
     except OSError as exc:
         raise _UsageError(
@@ -1186,7 +1192,7 @@ def _parser() -> argparse.ArgumentParser:
         help="also serve GET /ui, a page that shows an agent run over the captures as it "
         "streams (each capture one turn's reply, a retry the next one; tools answered by echo "
         "stubs), and GET /ui/events, that run as AG-UI Server-Sent Events; with --demo, a "
-        "bundled answer turn follows the demo (default: off)",
+        "bundled answer turn follows the demo in the page's run only (default: off)",
     )
     serve.add_argument(
         "--python",

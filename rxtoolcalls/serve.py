@@ -233,8 +233,10 @@ class ReplayServer:
     from its own request 0, and without moving the HTTP routes' count on. Its tools are
     ``tools`` (names to callables, as ``agent_loop`` takes them), and an echo stub for every
     other name the recordings call; a turn is retried twice; a run has at most one turn per
-    recording. A client that leaves, or ``stop()``, disposes its run: its stream, scheduler
-    and connection end, but a tool already running finishes on its thread, its answer dropped.
+    recording. ``ui_recordings``, if given, are the run's recordings instead of
+    ``recordings`` (the HTTP routes keep theirs). A client that leaves, or ``stop()``,
+    disposes its run: its stream, scheduler and connection end, but a tool already running
+    finishes on its thread, its answer dropped.
 
     >>> with ReplayServer([[{"choices": []}]]) as server:
     ...     server.base_url.startswith("http://127.0.0.1:")
@@ -254,16 +256,15 @@ class ReplayServer:
         timeout: float = 30.0,
         ui: bool = False,
         tools: Mapping[str, Callable[..., Any]] | None = None,
+        ui_recordings: Sequence[Sequence[dict[str, Any]]] | None = None,
     ) -> None:
         if tools is not None and not ui:
             raise ValueError("tools answer the page's agent run: give them with ui=True")
-        if not recordings:
-            raise ValueError("at least one recording is needed")
-        for number, recording in enumerate(recordings):
-            if not recording:
-                raise ValueError(f"recording {number} is empty")
-            if not all(isinstance(chunk, dict) for chunk in recording):
-                raise ValueError(f"recording {number} holds a chunk that is not a dict")
+        if ui_recordings is not None and not ui:
+            raise ValueError("ui_recordings are the page's agent run's: give them with ui=True")
+        _check(recordings, "recording")
+        if ui_recordings is not None:
+            _check(ui_recordings, "ui_recordings: recording")
         paces = [(f"delays[{k}]", v) for k, v in (delays or {}).items()]
         for name, seconds in [
             ("delay", delay),
@@ -292,14 +293,19 @@ class ReplayServer:
         self.cut = dict(cut or {})
         self.loop = loop
         self.ui = ui
-        # The wire of the page's run: the first a recording shows.
-        self._run_wire = next((w for w in self.wires if w is not None), None)
+        # The page's run: its recordings, and its wire (the first one a recording shows).
+        self._run_recordings = (
+            self.recordings if ui_recordings is None else [list(r) for r in ui_recordings]
+        )
+        self._run_wire = next(
+            (w for w in map(_recording_wire, self._run_recordings) if w is not None), None
+        )
         self.tools: dict[str, Callable[..., Any]] = {}
         """The page's tools (``ui=True``): those given, and echo stubs for the others."""
         if ui:
             from ._serve_ui import echo_tools
 
-            self.tools = echo_tools(self.recordings, tools)
+            self.tools = echo_tools(self._run_recordings, tools)
         self.requests: list[dict[str, Any]] = []
         """The body of every request for a recording, in arrival order, across resets."""
         self._answered = 0  # requests since the start or the last reset
@@ -437,7 +443,12 @@ class ReplayServer:
                 from .ui import AG_UI_HEADERS
 
                 scheduler = EventLoopScheduler()
-                replay = Replay(server._plan, len(server.recordings), scheduler)
+                run_recordings = server._run_recordings
+                replay = Replay(
+                    lambda number: server._plan(number, run_recordings),
+                    len(run_recordings),
+                    scheduler,
+                )
                 try:
                     run = run_events(replay, server.tools, server._run_wire)
                 except Exception as error:  # noqa: BLE001 - no run to show: one log line
@@ -452,7 +463,7 @@ class ReplayServer:
                     events.put(None)
 
                 self.detail = (
-                    f"an agent run over {len(server.recordings)} recording(s), as AG-UI events"
+                    f"an agent run over {len(server._run_recordings)} recording(s), as AG-UI events"
                 )
                 self.close_connection = True
                 sent = 0
@@ -687,15 +698,19 @@ class ReplayServer:
 
         self._httpd = _Listener(("127.0.0.1", port), Handler)
 
-    def _plan(self, number: int) -> tuple[int, list[dict[str, Any]], list[float], int]:
-        """What request ``number`` streams, over HTTP as in the page's run.
+    def _plan(
+        self, number: int, recordings: Sequence[list[dict[str, Any]]] | None = None
+    ) -> tuple[int, list[dict[str, Any]], list[float], int]:
+        """What request ``number`` streams from ``recordings`` (the HTTP routes' by default).
 
         The index of its recording, that recording's chunks, the pause after each chunk, and
         how many chunks are sent before the stream ends (fewer than all: it is dropped there).
+        The same over HTTP as in the page's run.
         """
-        count = len(self.recordings)
+        recordings = self.recordings if recordings is None else recordings
+        count = len(recordings)
         which = number % count if self.loop else min(number, count - 1)
-        chunks = self.recordings[which]
+        chunks = recordings[which]
         pace = self.delays.get(number, self.delay)
         pauses = [
             (pace[i] if i < len(pace) else self.delay) if isinstance(pace, Sequence) else pace
@@ -759,6 +774,17 @@ class ReplayServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _check(recordings: Sequence[Sequence[dict[str, Any]]], what: str) -> None:
+    """``ValueError`` unless there is a recording and each holds chunks, all dicts."""
+    if not recordings:
+        raise ValueError(f"at least one {what.rsplit(' ', 1)[-1]} is needed")
+    for number, recording in enumerate(recordings):
+        if not recording:
+            raise ValueError(f"{what} {number} is empty")
+        if not all(isinstance(chunk, dict) for chunk in recording):
+            raise ValueError(f"{what} {number} holds a chunk that is not a dict")
 
 
 class _Listener(ThreadingHTTPServer):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import socket
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -91,17 +93,7 @@ def test_a_run_streams_its_calls_results_and_answer_as_ag_ui_events() -> None:
     with ReplayServer([DEMO, ANSWER], ui=True) as server:
         events = run_of(server)
         # The page's run did not move the HTTP routes on: their request 0 gets recording 1.
-        asked = urllib.request.Request(
-            f"{server.base_url}/chat/completions",
-            data=json.dumps({"model": "gpt-4o", "messages": []}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(asked, timeout=30) as reply:
-            message = json.load(reply)["choices"][0]["message"]
-        assert [c["function"]["name"] for c in message["tool_calls"]] == [
-            "GetWeatherArgs",
-            "get_stock_price",
-        ]
+        assert chat_tool_names(server) == ["GetWeatherArgs", "get_stock_price"]
     order = kinds(events)
     assert order[0] == "RUN_STARTED"
     assert order[-1] == "RUN_FINISHED"
@@ -228,6 +220,51 @@ def test_stop_ends_a_run_whose_client_is_still_connected() -> None:
         reader.close()
     assert settle(lambda: open_sockets() <= sockets)
     assert any("the server stopped after" in line for line in lines), lines
+
+
+def chat_tool_names(server: ReplayServer) -> list[str]:
+    """The calls of the next HTTP request's non-streamed Chat Completions reply."""
+    asked = urllib.request.Request(
+        f"{server.base_url}/chat/completions",
+        data=json.dumps({"model": "gpt-4o", "messages": []}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(asked, timeout=30) as reply:
+        message = json.load(reply)["choices"][0]["message"]
+    return [c["function"]["name"] for c in message.get("tool_calls") or []]
+
+
+def test_ui_recordings_are_the_page_runs_only() -> None:
+    with ReplayServer([DEMO], ui=True, ui_recordings=[DEMO, ANSWER]) as server:
+        events = run_of(server)
+        # The HTTP routes serve the demo alone: request 1 gets it again, not the answer.
+        assert chat_tool_names(server) == ["GetWeatherArgs", "get_stock_price"]
+        assert chat_tool_names(server) == ["GetWeatherArgs", "get_stock_price"]
+    assert kinds(events)[-1] == "RUN_FINISHED"
+    assert any(e["type"] == "TEXT_MESSAGE_CONTENT" for e in events)  # the answer's turn
+
+
+def test_ui_recordings_need_ui_and_chunks() -> None:
+    with pytest.raises(ValueError, match="ui=True"):
+        ReplayServer([DEMO], ui_recordings=[DEMO])
+    with pytest.raises(ValueError, match="ui_recordings: recording 1 is empty"):
+        ReplayServer([DEMO], ui=True, ui_recordings=[DEMO, []])
+
+
+def test_serve_demo_ui_serves_one_recording_over_http() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rxtoolcalls", "serve", "--demo", "--ui", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+    finally:
+        process.terminate()
+        process.communicate(timeout=10)
+    assert banner.startswith("serving 1 recording(s) "), banner
 
 
 def test_serve_python_without_ui_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
