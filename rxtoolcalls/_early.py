@@ -15,6 +15,8 @@ after each event, returns the calls that became complete since. Rules:
    named, with an id, arguments that parse into an object within the limits and the declared
    schema. Otherwise it waits for the close, which gives the turn's typed error.
 4. Only calls whose name is in ``names`` are reported, never a server-run call, each once.
+   Nor a call whose id another call of its choice has: the close refuses the turn, or renames
+   the repeat (``synthesize_missing_ids``), so the call it builds is not the one reported.
 
 Nothing here commits anything: the turn is still all or nothing, decided by its close.
 """
@@ -121,6 +123,8 @@ class EarlyCalls:
                 if self._scans[call].dead:
                     continue  # text after the object: the close refuses the turn
             self._scans.pop(call, None)
+            if call.id is not None and _id_repeated(call, reader):
+                continue
             built = built_alone(call.buffer(), self._policy)
             if built is not None:
                 found.append((built, call.made_up))
@@ -136,3 +140,11 @@ def _both(first: Callable[[str], None], second: Callable[[str], None]) -> Callab
         second(piece)
 
     return read
+
+
+def _id_repeated(call: Call, reader: Core) -> bool:
+    """Whether another call of ``call``'s choice has its id (asked once per complete call)."""
+    return any(
+        other is not call and other.choice_index == call.choice_index and other.id == call.id
+        for other in reader.calls()
+    )

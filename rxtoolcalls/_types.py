@@ -16,6 +16,7 @@ __all__ = [
     "CallItem",
     "ChoiceEnd",
     "StreamEnd",
+    "TextDelta",
     "ToolCall",
     "ToolCallBuffer",
     "ToolCallCommitted",

@@ -859,7 +859,8 @@ class _Conversation:
         def record(value: object) -> _Answer | None:
             sent = _sendable(value)
             finished = ToolCallFinished(call, tool_content(sent))
-            ledger[key] = finished.content
+            with _LEDGER_LOCK:  # not inside a retraction letting the claim go
+                ledger[key] = finished.content
             return finished, sent
 
         def instead(error: Exception | None) -> Observable[_Answer]:
@@ -902,7 +903,8 @@ class _Conversation:
             return reactivex.throw(typed)
         content = error_text(error)
         if key is not None:
-            self.s.ledger[key] = content
+            with _LEDGER_LOCK:
+                self.s.ledger[key] = content
         return reactivex.return_value((ToolCallFinished(call, content, error), error))
 
 
@@ -947,6 +949,17 @@ def _check_numbers(max_turns: object, retries: object, backoff: object) -> None:
         raise ValueError("backoff must be a number of seconds, at least 0 and under an hour")
 
 
+def check_tools(tools: object) -> None:
+    """``TypeError`` unless ``tools`` maps names to callables."""
+    if not isinstance(tools, Mapping):
+        raise TypeError(
+            f"tools must be a mapping of names to callables, not {type(tools).__name__}"
+        )
+    for name, tool in tools.items():
+        if not isinstance(name, str) or not callable(tool):
+            raise TypeError(f"tools must map names to callables: {name!r} does not")
+
+
 def _check_early(early: object, tools: Mapping[str, object]) -> frozenset[str]:
     if early is None:
         return frozenset()
@@ -958,10 +971,6 @@ def _check_early(early: object, tools: Mapping[str, object]) -> frozenset[str]:
     if not all(isinstance(name, str) for name in given):
         raise TypeError("early must hold tool names (str)")
     names = frozenset(given)
-    if not isinstance(tools, Mapping):
-        raise TypeError(
-            f"tools must be a mapping of names to callables, not {type(tools).__name__}"
-        )
     unknown = sorted(names - set(tools))
     if unknown:
         raise ValueError(f"early names tools that are not in tools: {', '.join(unknown)[:200]}")
@@ -1100,6 +1109,7 @@ def agent_loop(
     message that only calls tools (llama-cpp-python's server refuses ``null``).
     """
     _check_numbers(max_turns, retries, backoff)
+    check_tools(tools)
     early_names = _check_early(early, tools)
     _check_ceiling(open_stream, max_tokens, max_tokens_limit)
     given = tuple(dict(m) for m in messages)

@@ -41,6 +41,7 @@ from .agent import (
     TurnFinished,
     TurnRetried,
     agent_loop,
+    check_tools,
 )
 
 __all__ = [
@@ -541,8 +542,6 @@ class _Recorder:
 
     def tool(self, name: str, tool: Callable[..., Any]) -> Callable[..., Any]:
         """``tool``, timed: sync, ``async`` or returning an Observable (its attributes kept)."""
-        if not callable(tool):
-            raise TypeError(f"tool {name[:64]!r} is {type(tool).__name__}, not a callable")
 
         @functools.wraps(tool)  # keeps ``parameters``, the schema the loop checks
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -673,10 +672,7 @@ def agent_timeline(
     Arguments ``agent_loop`` refuses raise as it raises them (``TypeError``, ``ValueError``),
     as do tools that are not callables and a ``scheduler`` option; nothing has run then.
     """
-    if not isinstance(tools, Mapping):
-        raise TypeError(
-            f"tools must be a mapping of names to callables, not {type(tools).__name__}"
-        )
+    check_tools(tools)
     if "scheduler" in options:
         raise TypeError("agent_timeline runs the loop on threads of its own: no scheduler")
     recorder = _Recorder(clock)

@@ -499,6 +499,7 @@ def test_early_on_and_off_give_equal_conversations(
     whole = case(wire).turn(["Hm."], calls)
     first = case(wire).turn(["Hm."], calls, end=False)[:-1] if cut else whole
     outcomes = []
+    runs: list[dict[str, int]] = []
     for chosen in (None, early):
         counts: dict[str, int] = {}
 
@@ -513,9 +514,17 @@ def test_early_on_and_off_give_equal_conversations(
         script = Gated(first, whole, prose(wire), gates={})
         events = events_of(rt.agent_loop(script, tools, said(wire), early=chosen, backoff=0))
         outcomes.append((plain(events, reuse=False), script.seen))
-        # A tool ran once per call; an early one that a cut abandoned mid-run may run again.
-        assert all(counts[f"t{n}"] >= 1 for n in range(len(arguments)))
+        runs.append(counts)
+        started = [e.call.name for e in events if isinstance(e, rt.ToolCallEarly)]
+        named = [f"t{n}" for n in range(len(arguments)) if f"t{n}" in (chosen or ())]
+        if not cut:  # two whole turns, each calling every tool: each early one starts early
+            assert sorted(started) == sorted(named * 2)
     assert outcomes[0] == outcomes[1]
+    plain_runs, early_runs = runs
+    for name, count in plain_runs.items():
+        # As often with early as without; after a cut, an early tool the cut abandoned mid-run
+        # may run once more (it left no answer to reuse).
+        assert early_runs[name] - count in ((0, 1) if cut and name in early else (0,))
 
 
 def test_an_early_tool_that_failed_under_raise_runs_again_on_the_retried_turn() -> None:
@@ -547,9 +556,16 @@ def test_an_early_tool_that_failed_under_raise_runs_again_on_the_retried_turn() 
     assert (finished["search"].content, finished["search"].reused) == ("3 hits", False)
 
 
-def test_early_with_tools_that_are_no_mapping_is_a_type_error() -> None:
-    with pytest.raises(TypeError, match="tools must be a mapping"):
-        rt.agent_loop(Gated(gates={}), None, said("chat"), early={"search"})  # type: ignore[arg-type]
+@pytest.mark.parametrize(
+    ("tools", "says"),
+    [(None, "tools must be a mapping"), ({"search": 3}, "'search' does not")],
+)
+def test_tools_that_are_no_mapping_of_callables_are_a_type_error_at_the_call(
+    tools: Any, says: str
+) -> None:
+    for early in (None, {"search"}):
+        with pytest.raises(TypeError, match=says):
+            rt.agent_loop(Gated(gates={}), tools, said("chat"), early=early)
 
 
 # -- what the review found: a reused answer is the answer itself ---------------------------
@@ -662,3 +678,29 @@ def test_every_early_call_of_a_stream_of_several_choices_is_taken_back() -> None
     started = [e for e in seen if isinstance(e, rt.ToolCallEarly)]
     retracted = [e for e in seen if isinstance(e, rt.ToolCallRetracted)]
     assert len(started) == len(retracted) >= 1
+
+
+@pytest.mark.parametrize("wire", ["chat", "anthropic"])
+def test_calls_sharing_an_id_never_run_twice_when_the_close_renames_one(wire: str) -> None:
+    calls = [("x", "search", ['{"q": "zero"}']), ("x", "search", ['{"q": "one"}'])]
+    turn = case(wire).turn((), calls)
+    outcomes = []
+    for early in (None, {"search"}):
+        ran: list[str] = []
+
+        def search(q: str, ran: list[str] = ran) -> str:
+            ran.append(q)
+            return f"hits for {q}"
+
+        loop = rt.agent_loop(
+            Gated(turn, prose(wire), gates={}),
+            {"search": search},
+            said(wire),
+            early=early,
+            policy="lenient",
+        )
+        events = events_of(loop)
+        assert sorted(ran) == ["one", "zero"]
+        assert not any(isinstance(e, rt.ToolCallRetracted) for e in events)
+        outcomes.append(events[-1].messages)
+    assert outcomes[0] == outcomes[1]

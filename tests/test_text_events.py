@@ -91,3 +91,18 @@ def test_the_agent_loop_adds_fields_and_text_and_keeps_its_conversation(
     first_field = next(i for i, e in enumerate(shown) if isinstance(e, rt.ToolCallField))
     first_start = next(i for i, e in enumerate(shown) if isinstance(e, rt.ToolCallStarted))
     assert first_start < first_field
+
+
+def test_the_join_is_checked_on_recordings_of_every_wire_with_prose() -> None:
+    """The recordings test above compares real text, not only ``None`` with ``None``."""
+    with_prose: dict[str, int] = {}
+    for wire, name in _cases():
+        events = case(wire).load(name)
+        try:
+            turns = reactivex.from_iterable(events).pipe(rt.assemble_choices("lenient")).run()
+        except rt.ToolCallStreamError:
+            continue
+        if any(turn.content or turn.reasoning or turn.refusal for turn in turns):
+            with_prose[wire] = with_prose.get(wire, 0) + 1
+    assert set(with_prose) == set(names())
+    assert sum(with_prose.values()) >= 30

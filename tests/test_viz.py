@@ -634,7 +634,7 @@ def test_bad_input_is_refused_before_anything_runs(
         agent_timeline(open_stream, _tools(), QUESTION, early={"nope"})
     with pytest.raises(TypeError, match="tools must be a mapping"):
         agent_timeline(open_stream, [("f", len)], QUESTION)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="tool 'f' is int, not a callable"):
+    with pytest.raises(TypeError, match="tools must map names to callables: 'f' does not"):
         agent_timeline(open_stream, {"f": 3}, QUESTION)  # type: ignore[dict-item]
     with pytest.raises(TypeError, match="no scheduler"):
         agent_timeline(open_stream, _tools(), QUESTION, scheduler=NewThreadScheduler())
