@@ -33,11 +33,15 @@ import re
 import sys
 from collections.abc import Callable
 from json import decoder
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ._close import _OPEN_NUMBER, _STRICT
+from ._types import new_field, new_text
 
-__all__ = ["CallFields", "FieldPath", "FieldScanner", "OnField", "OnText"]
+if TYPE_CHECKING:
+    from ._core import Call
+
+__all__ = ["CallFields", "FieldPath", "FieldScanner", "OnField", "OnText", "watch_fields"]
 
 FieldPath: TypeAlias = tuple[str | int, ...]
 OnField: TypeAlias = Callable[[FieldPath, Any], None]
@@ -608,3 +612,27 @@ class CallFields:
         self._stopped = True
         self._held = None
         self._scanner.stop()
+
+
+def watch_fields(
+    call: Call, pending: list[object], strings: bool, max_depth: int
+) -> Callable[[str], None]:
+    """Give ``call`` its field events, made into ``pending``; what reads its argument text."""
+
+    # The events wait for the call's start (``until_named``); a server-run call, never
+    # announced, reports none. A custom tool's input is not JSON: that is known only after
+    # the call is named, so each event asks.
+    def on_field(path: tuple[str | int, ...], value: object) -> None:
+        if call.json:
+            pending.append(
+                new_field(call.index, call.id, call.name, path, value, call.choice_index)
+            )
+
+    def on_text(path: tuple[str | int, ...], text: str) -> None:
+        if call.json:
+            pending.append(new_text(call.index, call.id, call.name, path, text, call.choice_index))
+
+    call.fields = CallFields(
+        on_field, on_text if strings else None, max_depth, until_named=not call.announced
+    )
+    return call.fields.text

@@ -55,6 +55,7 @@ from ._close import resolve_policy, single_turn
 from ._core import Call, keeping
 from ._early import EarlyCalls
 from ._errors import ToolCallStreamError, TruncatedToolCallError, clip
+from ._fields import watch_fields
 from ._policy import Policy, PolicyName
 from ._reader import reader as TurnReader
 from ._types import (
@@ -69,7 +70,6 @@ from ._types import (
     new_text_delta,
     tool_content,
 )
-from .operators import watch_fields
 from .transcript import OpenTurn, open_turn, with_answers
 
 __all__ = [

@@ -27,7 +27,7 @@ from reactivex.disposable import Disposable
 from ._close import build_turns, check_finish, every_turn, resolve_policy, single_turn
 from ._core import Call, _discard, keeping
 from ._errors import MalformedChunkError, StreamInterruptedError
-from ._fields import CallFields
+from ._fields import watch_fields
 from ._lift import Fail, Fold, Stage, SubscriberRaised, fold, lift
 from ._policy import Policy, PolicyName
 from ._reader import reader as TurnReader
@@ -43,8 +43,6 @@ from ._types import (
     ToolCallStarted,
     ToolCallText,
     Wire,
-    new_field,
-    new_text,
     new_text_delta,
 )
 
@@ -538,30 +536,6 @@ CallEvent: TypeAlias = "ToolCallStarted | ToolCallProgress | ToolCallCommitted"
 FieldEvent: TypeAlias = "ToolCallField | ToolCallText"
 
 
-def watch_fields(
-    call: Call, pending: list[object], strings: bool, max_depth: int
-) -> Callable[[str], None]:
-    """Give ``call`` its field events, made into ``pending``; what reads its argument text."""
-
-    # The events wait for the call's start (``until_named``); a server-run call, never
-    # announced, reports none. A custom tool's input is not JSON: that is known only after
-    # the call is named, so each event asks.
-    def on_field(path: tuple[str | int, ...], value: object) -> None:
-        if call.json:
-            pending.append(
-                new_field(call.index, call.id, call.name, path, value, call.choice_index)
-            )
-
-    def on_text(path: tuple[str | int, ...], text: str) -> None:
-        if call.json:
-            pending.append(new_text(call.index, call.id, call.name, path, text, call.choice_index))
-
-    call.fields = CallFields(
-        on_field, on_text if strings else None, max_depth, until_named=not call.announced
-    )
-    return call.fields.text
-
-
 def _call_events(
     policy: Policy,
     wire: Wire | None,
@@ -691,7 +665,7 @@ def lifecycle(
     wire: Wire | None = None,
     fields: bool = False,
     strings: bool = False,
-    text: Literal[True],
+    text: bool = False,
 ) -> Callable[[Observable[Chunk]], Observable[CallEvent | FieldEvent | TextDelta]]: ...
 
 

@@ -536,11 +536,11 @@ def test_lifecycle_interleaves_fields_with_its_own_events() -> None:
     # Without fields=True, lifecycle is as it was.
     plain, _, _ = run(events, rt.lifecycle, every=4)
     assert [e for e in items if not isinstance(e, rt.ToolCallField)] == plain
-    # mypy refuses both (an unused ignore would fail the type check), and so does the call.
+    # The call refuses both (the overloads take any bools, so mypy cannot).
     with pytest.raises(ValueError, match="fields=True"):
-        rt.lifecycle(strings=True)  # type: ignore[call-overload]
+        rt.lifecycle(strings=True)
     with pytest.raises(ValueError, match="fields=True"):
-        rt.lifecycle(fields=False, strings=True)  # type: ignore[call-overload]
+        rt.lifecycle(fields=False, strings=True)
 
 
 def test_the_overloads_say_which_events_come() -> None:
@@ -556,6 +556,14 @@ def test_the_overloads_say_which_events_come() -> None:
     )
     assert_type(
         rt.lifecycle(text=True),
+        Callable[
+            [Observable[object]],
+            Observable[CallEvent | rt.ToolCallField | rt.ToolCallText | rt.TextDelta],
+        ],
+    )
+    flag = bool(len(sys.argv))  # a bool mypy cannot narrow: the last overload takes it
+    assert_type(
+        rt.lifecycle(fields=flag, strings=flag, text=flag),
         Callable[
             [Observable[object]],
             Observable[CallEvent | rt.ToolCallField | rt.ToolCallText | rt.TextDelta],
